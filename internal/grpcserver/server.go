@@ -1,0 +1,145 @@
+package grpcserver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+)
+
+// Server wraps a grpc.Server with health, metrics, logging and recovery.
+type Server struct {
+	grpc   *grpc.Server
+	health *health.Server
+	log    *slog.Logger
+}
+
+type options struct {
+	registry   prometheus.Registerer
+	reflection bool
+	extra      []grpc.ServerOption
+}
+
+// Option configures New.
+type Option func(*options)
+
+// WithRegistry registers the server's gRPC metrics in reg.
+func WithRegistry(reg prometheus.Registerer) Option { return func(o *options) { o.registry = reg } }
+
+// WithReflection enables the gRPC reflection service (debug mode only).
+func WithReflection(on bool) Option { return func(o *options) { o.reflection = on } }
+
+// WithServerOptions adds raw grpc.ServerOptions.
+func WithServerOptions(opts ...grpc.ServerOption) Option {
+	return func(o *options) { o.extra = append(o.extra, opts...) }
+}
+
+// New builds a server whose health reports NOT_SERVING until SetServing(true).
+func New(log *slog.Logger, opts ...Option) *Server {
+	o := options{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
+	if o.registry != nil {
+		o.registry.MustRegister(metrics)
+	}
+	recover := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		log.ErrorContext(ctx, "panic in gRPC handler", "panic", p, "stack", string(debug.Stack()))
+		return status.Errorf(codes.Internal, "internal error: %v", p)
+	})
+	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		log.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(codeToLevel)}
+	sopts := []grpc.ServerOption{
+		// Order: metrics outermost, then logging, recovery innermost so a panic
+		// is counted and logged as the Internal error it becomes.
+		grpc.ChainUnaryInterceptor(
+			metrics.UnaryServerInterceptor(),
+			logging.UnaryServerInterceptor(logger, logOpts...),
+			recovery.UnaryServerInterceptor(recover),
+		),
+		grpc.ChainStreamInterceptor(
+			metrics.StreamServerInterceptor(),
+			logging.StreamServerInterceptor(logger, logOpts...),
+			recovery.StreamServerInterceptor(recover),
+		),
+	}
+	s := &Server{grpc: grpc.NewServer(append(sopts, o.extra...)...), health: health.NewServer(), log: log}
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	if o.reflection {
+		reflection.Register(s.grpc)
+	}
+	metrics.InitializeMetrics(s.grpc)
+	return s
+}
+
+// codeToLevel keeps routine calls at debug so a busy node's log stays readable;
+// failures the caller caused are info, server-side failures are errors.
+func codeToLevel(c codes.Code) logging.Level {
+	switch c {
+	case codes.OK, codes.Canceled, codes.NotFound, codes.AlreadyExists:
+		return logging.LevelDebug
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange, codes.Unauthenticated,
+		codes.PermissionDenied, codes.DeadlineExceeded, codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
+		return logging.LevelInfo
+	default:
+		return logging.LevelError
+	}
+}
+
+// GRPC returns the server to register services on (before Serve).
+func (s *Server) GRPC() *grpc.Server { return s.grpc }
+
+// SetServing flips the overall health and that of every registered service.
+func (s *Server) SetServing(ok bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus("", st)
+	for name := range s.grpc.GetServiceInfo() {
+		s.health.SetServingStatus(name, st)
+	}
+}
+
+// Serve serves on lis until Stop; it returns nil after a Stop.
+func (s *Server) Serve(lis net.Listener) error {
+	if err := s.grpc.Serve(lis); err != nil && err != grpc.ErrServerStopped {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// Stop reports NOT_SERVING to health watchers, drains calls for up to timeout,
+// then closes whatever is left (streams that never end on their own).
+func (s *Server) Stop(timeout time.Duration) {
+	s.health.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		s.log.Warn("graceful stop timed out; closing remaining calls", "timeout", timeout)
+		s.grpc.Stop()
+		<-done
+	}
+}

@@ -1,0 +1,253 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/config"
+	"github.com/microlet/microlet/internal/grpcserver"
+	"github.com/microlet/microlet/internal/signals"
+	"github.com/microlet/microlet/internal/socket"
+)
+
+// Service is what a microlet service binary implements.
+type Service interface {
+	// Name is the component name ("podconfig", ...); it picks the socket.
+	Name() string
+	// Config returns a pointer to the service's config struct holding its
+	// defaults; Main loads the file and flags into it.
+	Config() CommonConfig
+	// Register validates the loaded config and registers the gRPC services on
+	// env.Server. An error here is a usage error (exit code 2).
+	Register(env *Env) error
+	// Run does the service's work until ctx ends, calling env.Ready once it can
+	// answer. Its error ends the process with exit code 1.
+	Run(ctx context.Context, env *Env) error
+}
+
+// Env is what the skeleton hands a service.
+type Env struct {
+	// Log is the service's logger.
+	Log *slog.Logger
+	// Server is the gRPC server; register services in Register.
+	Server *grpcserver.Server
+	// Registry is the Prometheus registry for the service's own metrics.
+	Registry *prometheus.Registry
+	// Common is the shared part of the loaded config.
+	Common *Common
+
+	readyOnce sync.Once
+	onReady   []func()
+}
+
+// Ready marks the service SERVING. Later calls do nothing.
+func (e *Env) Ready() {
+	e.readyOnce.Do(func() {
+		e.Server.SetServing(true)
+		e.Log.Info("serving")
+		for _, f := range e.onReady {
+			f()
+		}
+	})
+}
+
+// OnReady registers f to run when the service becomes ready (the systemd
+// notifier uses it). Register before Run.
+func (e *Env) OnReady(f func()) { e.onReady = append(e.onReady, f) }
+
+// ListenHook can take over socket creation (systemd socket activation); it
+// returns nil, nil when it does not apply.
+var ListenHook func(path string) (net.Listener, error)
+
+// LifecycleHook, when set, is called with the Env before Run and with a stop
+// notice at shutdown (sd_notify). It returns a function run on stop.
+var LifecycleHook func(ctx context.Context, env *Env) (stop func())
+
+// Main runs svc as a process: it parses os.Args and exits with its status.
+func Main(svc Service) {
+	os.Exit(Execute(svc, os.Args[1:]))
+}
+
+// Execute is Main without the exit, returning the exit status: 0 after a
+// clean stop, 1 when Run failed, 2 for a usage or configuration error.
+func Execute(svc Service, args []string) int {
+	cfg := svc.Config()
+	if err := config.Load(svc.Name(), cfg, args); err != nil {
+		if errors.Is(err, config.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "%s: %v\n", svc.Name(), err)
+		return 2
+	}
+	c := cfg.CommonConfig()
+	if err := c.Complete(svc.Name()); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", svc.Name(), err)
+		return 2
+	}
+	log, err := NewLogger(c.LogLevel, c.LogFormat, os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", svc.Name(), err)
+		return 2
+	}
+	log = log.With("service", svc.Name())
+	slog.SetDefault(log)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	env := &Env{
+		Log:      log,
+		Server:   grpcserver.New(log, grpcserver.WithRegistry(reg), grpcserver.WithReflection(c.Debug)),
+		Registry: reg,
+		Common:   c,
+	}
+	if err := svc.Register(env); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", svc.Name(), err)
+		return 2
+	}
+
+	lis, err := listen(c.Socket, c.SocketGroup)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", svc.Name(), err)
+		return 2
+	}
+	ctx, cancel := signals.Context()
+	defer cancel()
+
+	var metricsSrv *http.Server
+	if c.MetricsAddr != "" {
+		metricsSrv, err = serveMetrics(c.MetricsAddr, reg, log)
+		if err != nil {
+			_ = lis.Close()
+			fmt.Fprintf(os.Stderr, "%s: %v\n", svc.Name(), err)
+			return 2
+		}
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- env.Server.Serve(lis) }()
+	log.Info("listening", "socket", c.Socket)
+
+	var stopHook func()
+	if LifecycleHook != nil {
+		stopHook = LifecycleHook(ctx, env)
+	}
+
+	runErr := make(chan error, 1)
+	runCtx, stopRun := context.WithCancel(ctx)
+	go func() { runErr <- svc.Run(runCtx, env) }()
+
+	status := 0
+	select {
+	case <-ctx.Done():
+		log.Info("stopping", "reason", "signal")
+	case err := <-serveErr:
+		log.Error("gRPC server failed", "err", err)
+		status = 1
+	case err := <-runErr:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("service failed", "err", err)
+			status = 1
+		}
+		runErr <- nil
+	}
+	if stopHook != nil {
+		stopHook()
+	}
+	stopRun()
+	env.Server.Stop(c.ShutdownTimeout)
+	select {
+	case <-runErr:
+	case <-time.After(c.ShutdownTimeout):
+		log.Warn("service did not stop in time", "timeout", c.ShutdownTimeout)
+	}
+	if metricsSrv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+		_ = metricsSrv.Shutdown(sctx)
+		scancel()
+	}
+	_ = lis.Close()
+	log.Info("stopped")
+	return status
+}
+
+// Complete fills derived defaults and checks the shared settings.
+func (c *Common) Complete(name string) error {
+	if c.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("node name: %w", err)
+		}
+		c.NodeName = strings.ToLower(h)
+	}
+	if c.Socket == "" {
+		c.Socket = components.SocketPath(c.RunDir, name)
+	}
+	if err := socket.CheckPath(c.Socket); err != nil {
+		return err
+	}
+	if c.ShutdownTimeout <= 0 {
+		return fmt.Errorf("shutdown_timeout must be positive, got %s", c.ShutdownTimeout)
+	}
+	return nil
+}
+
+func listen(path, group string) (net.Listener, error) {
+	if ListenHook != nil {
+		lis, err := ListenHook(path)
+		if err != nil || lis != nil {
+			return lis, err
+		}
+	}
+	var opts []socket.Option
+	if group != "" {
+		opts = append(opts, socket.WithGroup(group))
+	}
+	return socket.Listen(path, opts...)
+}
+
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics_addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server failed", "err", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", lis.Addr().String())
+	return srv, nil
+}
+
+// NewLogger builds the slog logger for a level and format name.
+func NewLogger(level, format string, w *os.File) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log_level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("log_format %q: want text or json", format)
+	}
+}

@@ -1,0 +1,9 @@
+// Command podsyncd is microlet's podsyncd service; see docs/architecture.md.
+package main
+
+import (
+	"github.com/microlet/microlet/internal/service"
+	"github.com/microlet/microlet/services/podsyncd/internal/server"
+)
+
+func main() { service.Main(server.New()) }

@@ -1,0 +1,43 @@
+package server
+
+import (
+	"context"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/service"
+)
+
+// Config is runtime-shim's configuration.
+type Config struct {
+	service.Common `yaml:",inline"`
+}
+
+// Server is the runtime-shim service.
+type Server struct {
+	cfg Config
+}
+
+// New returns the service with its defaults.
+func New() *Server { return &Server{cfg: Config{Common: service.DefaultCommon()}} }
+
+// Name implements service.Service.
+func (s *Server) Name() string { return components.RuntimeShim }
+
+// Config implements service.Service.
+func (s *Server) Config() service.CommonConfig { return &s.cfg }
+
+// Register implements service.Service.
+func (s *Server) Register(env *service.Env) error {
+	runtimeapi.RegisterRuntimeServiceServer(env.Server.GRPC(), unimplementedRuntime{})
+	runtimeapi.RegisterImageServiceServer(env.Server.GRPC(), unimplementedImage{})
+	return nil
+}
+
+// Run implements service.Service: nothing to do yet, so it is ready at once.
+func (s *Server) Run(ctx context.Context, env *service.Env) error {
+	env.Ready()
+	<-ctx.Done()
+	return nil
+}

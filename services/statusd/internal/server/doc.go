@@ -1,0 +1,4 @@
+// Package server is the statusd service: its configuration, its gRPC API and
+// the work it runs. The real behaviour is built in issue 5; until then
+// every call answers codes.Unimplemented and says so.
+package server

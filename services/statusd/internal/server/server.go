@@ -1,0 +1,42 @@
+package server
+
+import (
+	"context"
+
+	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
+
+	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/service"
+)
+
+// Config is statusd's configuration.
+type Config struct {
+	service.Common `yaml:",inline"`
+}
+
+// Server is the statusd service.
+type Server struct {
+	cfg Config
+}
+
+// New returns the service with its defaults.
+func New() *Server { return &Server{cfg: Config{Common: service.DefaultCommon()}} }
+
+// Name implements service.Service.
+func (s *Server) Name() string { return components.Statusd }
+
+// Config implements service.Service.
+func (s *Server) Config() service.CommonConfig { return &s.cfg }
+
+// Register implements service.Service.
+func (s *Server) Register(env *service.Env) error {
+	statusdv1.RegisterStatusServiceServer(env.Server.GRPC(), unimplemented{})
+	return nil
+}
+
+// Run implements service.Service: nothing to do yet, so it is ready at once.
+func (s *Server) Run(ctx context.Context, env *service.Env) error {
+	env.Ready()
+	<-ctx.Done()
+	return nil
+}

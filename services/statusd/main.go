@@ -1,0 +1,9 @@
+// Command statusd is microlet's statusd service; see docs/architecture.md.
+package main
+
+import (
+	"github.com/microlet/microlet/internal/service"
+	"github.com/microlet/microlet/services/statusd/internal/server"
+)
+
+func main() { service.Main(server.New()) }
