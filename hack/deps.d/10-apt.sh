@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Debian packages the tests use: etcd for the control plane, busybox-static for
+# test images. apt-get runs only when something is missing.
+set -euo pipefail
+need=()
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+[ -x /bin/busybox ] || command -v busybox >/dev/null 2>&1 || need+=(busybox-static)
+command -v flock >/dev/null 2>&1 || need+=(util-linux)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
+  # Debian starts etcd as a system service on install; the tests run their own.
+  if command -v systemctl >/dev/null 2>&1; then $sudo systemctl disable --now etcd >/dev/null 2>&1 || true; fi
+fi
