@@ -27,7 +27,7 @@ status: ## show the services of a running `make run`
 	$(BIN)/microlet status --run-dir $(RUN_DIR)
 
 proto: ## regenerate the Go code from proto/ with buf
-	PATH="$(CURDIR)/hack/bin:$$PATH" "$$(hack/tool.sh buf)" generate
+	"$$(hack/tool.sh buf)" generate
 
 check-proto: ## fail when the committed generated code differs from the protos
 	hack/check-proto.sh
