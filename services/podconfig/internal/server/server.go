@@ -12,6 +12,9 @@ import (
 // Config is podconfig's configuration.
 type Config struct {
 	service.Common `yaml:",inline"`
+
+	ManifestDir string `yaml:"manifest_dir" flag:"manifest-dir" usage:"directory of static pod manifests (empty: no file source)"`
+	ManifestURL string `yaml:"manifest_url" flag:"manifest-url" usage:"URL of a static pod manifest or PodList (empty: no http source)"`
 }
 
 // Server is the podconfig service.
