@@ -15,12 +15,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/config"
+	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/grpcserver"
 	"github.com/microlet/microlet/internal/signals"
 	"github.com/microlet/microlet/internal/socket"
+	"github.com/microlet/microlet/internal/systemd"
 )
 
 // Service is what a microlet service binary implements.
@@ -68,12 +72,14 @@ func (e *Env) Ready() {
 // notifier uses it). Register before Run.
 func (e *Env) OnReady(f func()) { e.onReady = append(e.onReady, f) }
 
-// ListenHook can take over socket creation (systemd socket activation); it
-// returns nil, nil when it does not apply.
+// ListenHook can take over socket creation; it returns nil, nil when it does
+// not apply. Without it (or when it does not apply) a socket passed by systemd
+// socket activation (LISTEN_FDS) is used before creating one.
 var ListenHook func(path string) (net.Listener, error)
 
-// LifecycleHook, when set, is called with the Env before Run and with a stop
-// notice at shutdown (sd_notify). It returns a function run on stop.
+// LifecycleHook, when set, is called with the Env before Run; the function it
+// returns runs when shutdown begins. The systemd notifications (READY=1,
+// WATCHDOG=1, STOPPING=1 when NOTIFY_SOCKET is set) are built in and need no hook.
 var LifecycleHook func(ctx context.Context, env *Env) (stop func())
 
 // Main runs svc as a process: it parses os.Args and exits with its status.
@@ -118,11 +124,18 @@ func Execute(svc Service, args []string) int {
 		return 2
 	}
 
+	activated := ListenHook == nil && systemd.Activated()
 	lis, err := listen(c.Socket, c.SocketGroup)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", svc.Name(), err)
 		return 2
 	}
+	// Under systemd: READY=1 once SERVING, watchdog pings that ask the
+	// service's own health, STOPPING=1 at shutdown. A no-op otherwise.
+	probe := &selfProbe{path: lis.Addr().String()}
+	defer probe.close()
+	notifier := systemd.NewNotifier(log, probe.check)
+	env.OnReady(notifier.Ready)
 	ctx, cancel := signals.Context()
 	defer cancel()
 
@@ -138,7 +151,7 @@ func Execute(svc Service, args []string) int {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- env.Server.Serve(lis) }()
-	log.Info("listening", "socket", c.Socket)
+	log.Info("listening", "socket", lis.Addr().String(), "socket_activated", activated)
 
 	var stopHook func()
 	if LifecycleHook != nil {
@@ -163,6 +176,7 @@ func Execute(svc Service, args []string) int {
 		}
 		runErr <- nil
 	}
+	notifier.Stopping()
 	if stopHook != nil {
 		stopHook()
 	}
@@ -211,11 +225,46 @@ func listen(path, group string) (net.Listener, error) {
 			return lis, err
 		}
 	}
+	if lis, err := systemd.Listener(path); err != nil || lis != nil {
+		return lis, err
+	}
 	var opts []socket.Option
 	if group != "" {
 		opts = append(opts, socket.WithGroup(group))
 	}
 	return socket.Listen(path, opts...)
+}
+
+// selfProbe asks the service's own socket for its health the way any client
+// would, so a watchdog ping proves the listener and the server both answer.
+// Only the notifier's ping goroutine calls check, and close runs after it ended.
+type selfProbe struct {
+	path string
+	cc   *grpc.ClientConn
+}
+
+func (p *selfProbe) check(ctx context.Context) error {
+	if p.cc == nil {
+		cc, err := grpcclient.Dial(p.path)
+		if err != nil {
+			return err
+		}
+		p.cc = cc
+	}
+	st, err := grpcclient.Check(ctx, p.cc, "")
+	if err != nil {
+		return err
+	}
+	if st != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("health is %s", st)
+	}
+	return nil
+}
+
+func (p *selfProbe) close() {
+	if p.cc != nil {
+		_ = p.cc.Close()
+	}
 }
 
 func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
