@@ -1,0 +1,262 @@
+package podstatus
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Reasons of the readiness conditions, with the kubelet's spelling.
+const (
+	ReasonContainersNotReady     = "ContainersNotReady"
+	ReasonPodCompleted           = "PodCompleted"
+	ReasonReadinessGatesNotReady = "ReadinessGatesNotReady"
+	ReasonPodFailed              = "PodFailed"
+)
+
+// Terminate is TerminatePod's rule: every container that is not terminated
+// is marked terminated with ContainerStatusUnknown and exit code 137 (init
+// containers only up to the last one that ever started, regular containers
+// only once the pod has initialised), and a pod from the API that is not yet
+// finished becomes Failed. Static pods keep their phase, as upstream does.
+// cur is the status to start from (cached, else the pod's own).
+func Terminate(pod *corev1.Pod, cur *corev1.PodStatus) corev1.PodStatus {
+	st := *cur.DeepCopy()
+	unknown := func(cs *corev1.ContainerStatus) {
+		if cs.State.Terminated != nil {
+			return
+		}
+		cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			Reason:   ReasonStatusUnknown,
+			Message:  "The container could not be located when the pod was terminated",
+			ExitCode: 137,
+		}}
+	}
+	if initialized(pod, cur) {
+		for i := range st.ContainerStatuses {
+			unknown(&st.ContainerStatuses[i])
+		}
+	}
+	for i := range startedPrefix(st.InitContainerStatuses) {
+		unknown(&st.InitContainerStatuses[i])
+	}
+	if !IsStatic(pod) && !IsTerminal(st.Phase) {
+		st.Phase = corev1.PodFailed
+	}
+	return st
+}
+
+// initialized reports whether the pod shows evidence of having started its
+// regular containers, so their missing statuses count as failures.
+func initialized(pod *corev1.Pod, st *corev1.PodStatus) bool {
+	if len(pod.Spec.InitContainers) == 0 {
+		return true
+	}
+	for _, cs := range st.ContainerStatuses {
+		if cs.LastTerminationState.Terminated != nil || cs.State.Waiting == nil {
+			return true
+		}
+	}
+	n := len(st.InitContainerStatuses)
+	if n == 0 {
+		return false
+	}
+	last := st.InitContainerStatuses[n-1]
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if c.Name != last.Name {
+			continue
+		}
+		if isRestartableInit(c) {
+			return last.State.Running != nil && last.Started != nil && *last.Started
+		}
+	}
+	for _, t := range []*corev1.ContainerStateTerminated{last.LastTerminationState.Terminated, last.State.Terminated} {
+		if t != nil && t.ExitCode == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// startedPrefix drops the trailing init containers that never started (still
+// waiting without a previous termination); at least the first one remains.
+func startedPrefix(list []corev1.ContainerStatus) []corev1.ContainerStatus {
+	for i := len(list) - 1; i >= 0; i-- {
+		if list[i].State.Waiting == nil || list[i].LastTerminationState.Terminated != nil {
+			return list[:i+1]
+		}
+	}
+	if len(list) > 0 {
+		return list[:1]
+	}
+	return nil
+}
+
+// Merge builds the status to write over api (the API copy's status): the
+// kubelet's own conditions come from ours, every other condition is kept
+// from the API; DisruptionTarget is sent only with the terminal phase; a
+// terminal phase is held back while containers could still run; a terminal
+// pod is never reported Ready. Neither input is modified.
+func Merge(pod *corev1.Pod, api, ours corev1.PodStatus, couldHaveRunningContainers bool) corev1.PodStatus {
+	out := *ours.DeepCopy()
+	toTerminal := !IsTerminal(api.Phase) && IsTerminal(ours.Phase)
+	conds := make([]corev1.PodCondition, 0, len(api.Conditions)+len(ours.Conditions))
+	for _, c := range api.Conditions {
+		if !IsKubeletCondition(c.Type) {
+			conds = append(conds, c)
+		}
+	}
+	for _, c := range ours.Conditions {
+		switch {
+		case IsKubeletCondition(c.Type):
+			conds = append(conds, c)
+		case IsSharedCondition(c.Type) && toTerminal && !couldHaveRunningContainers:
+			replaced := false
+			for i := range conds {
+				if conds[i].Type == c.Type {
+					if conds[i].Status == c.Status {
+						c.LastTransitionTime = conds[i].LastTransitionTime
+					}
+					conds[i], replaced = c, true
+				}
+			}
+			if !replaced {
+				conds = append(conds, c)
+			}
+		}
+	}
+	out.Conditions = conds
+	out.ResourceClaimStatuses = api.ResourceClaimStatuses
+	out.ExtendedResourceClaimStatus = api.ExtendedResourceClaimStatus
+	out.NodeAllocatableResourceClaimStatuses = api.NodeAllocatableResourceClaimStatuses
+	if toTerminal && couldHaveRunningContainers {
+		out.Phase, out.Reason, out.Message = api.Phase, api.Reason, api.Message
+	}
+	if IsTerminal(out.Phase) {
+		reason := ReasonPodFailed
+		if out.Phase == corev1.PodSucceeded {
+			reason = ReasonPodCompleted
+		}
+		for _, t := range []corev1.PodConditionType{corev1.ContainersReady, corev1.PodReady} {
+			if c := condition(&out, t); c != nil && c.Status == corev1.ConditionTrue {
+				c.Status, c.Reason, c.Message = corev1.ConditionFalse, reason, ""
+				if o := condition(&api, t); o == nil || o.Status != corev1.ConditionFalse {
+					c.LastTransitionTime = nowFunc()
+				} else {
+					c.LastTransitionTime = o.LastTransitionTime
+				}
+			}
+		}
+	}
+	return out
+}
+
+// CouldHaveRunningContainers is statusd's view of upstream's pod-worker
+// question: containers may still run unless the node reported the pod's
+// resources reclaimed or every known container has terminated.
+func CouldHaveRunningContainers(st *corev1.PodStatus, reclaimed bool) bool {
+	if reclaimed {
+		return false
+	}
+	for _, list := range [][]corev1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses, st.EphemeralContainerStatuses} {
+		for _, cs := range list {
+			if cs.State.Running != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// FindContainer returns the status of the container with the runtime id
+// containerID ("type://id") among regular and init containers.
+func FindContainer(st *corev1.PodStatus, containerID string) *corev1.ContainerStatus {
+	for i := range st.ContainerStatuses {
+		if st.ContainerStatuses[i].ContainerID == containerID {
+			return &st.ContainerStatuses[i]
+		}
+	}
+	for i := range st.InitContainerStatuses {
+		if st.InitContainerStatuses[i].ContainerID == containerID {
+			return &st.InitContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+// ReadinessConditions recomputes ContainersReady and PodReady of st after a
+// readiness change, the way the kubelet generates them: every regular
+// container and every sidecar must be ready, and every readiness gate's
+// condition must be True for the pod to be Ready.
+func ReadinessConditions(pod *corev1.Pod, st *corev1.PodStatus) {
+	all := append(append([]corev1.ContainerStatus(nil), st.InitContainerStatuses...), st.ContainerStatuses...)
+	find := func(name string) (corev1.ContainerStatus, bool) {
+		for _, cs := range all {
+			if cs.Name == name {
+				return cs, true
+			}
+		}
+		return corev1.ContainerStatus{}, false
+	}
+	var unknown, unready []string
+	consider := func(c *corev1.Container) {
+		cs, ok := find(c.Name)
+		switch {
+		case !ok:
+			unknown = append(unknown, c.Name)
+		case !cs.Ready:
+			unready = append(unready, c.Name)
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if isRestartableInit(&pod.Spec.InitContainers[i]) {
+			consider(&pod.Spec.InitContainers[i])
+		}
+	}
+	for i := range pod.Spec.Containers {
+		consider(&pod.Spec.Containers[i])
+	}
+	cr := corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionTrue}
+	switch {
+	case st.Phase == corev1.PodSucceeded && len(unknown) == 0:
+		cr.Status, cr.Reason = corev1.ConditionFalse, ReasonPodCompleted
+	case st.Phase == corev1.PodFailed:
+		cr.Status, cr.Reason = corev1.ConditionFalse, ReasonPodFailed
+	case len(unknown) > 0 || len(unready) > 0:
+		var msg []string
+		if len(unknown) > 0 {
+			msg = append(msg, fmt.Sprintf("containers with unknown status: %v", unknown))
+		}
+		if len(unready) > 0 {
+			msg = append(msg, fmt.Sprintf("containers with unready status: %v", unready))
+		}
+		cr.Status, cr.Reason, cr.Message = corev1.ConditionFalse, ReasonContainersNotReady, strings.Join(msg, ", ")
+	}
+	ready := corev1.PodCondition{Type: corev1.PodReady, Status: cr.Status, Reason: cr.Reason, Message: cr.Message}
+	if cr.Status == corev1.ConditionTrue {
+		var gates []string
+		for _, g := range pod.Spec.ReadinessGates {
+			c := condition(st, g.ConditionType)
+			if c == nil {
+				gates = append(gates, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", g.ConditionType))
+			} else if c.Status != corev1.ConditionTrue {
+				gates = append(gates, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", g.ConditionType, c.Status))
+			}
+		}
+		if len(gates) > 0 {
+			ready.Status, ready.Reason, ready.Message = corev1.ConditionFalse, ReasonReadinessGatesNotReady, strings.Join(gates, ", ")
+		}
+	}
+	set := func(c corev1.PodCondition) {
+		if o := condition(st, c.Type); o != nil {
+			c.LastTransitionTime, c.LastProbeTime, c.ObservedGeneration = o.LastTransitionTime, o.LastProbeTime, o.ObservedGeneration
+			*o = c
+			return
+		}
+		st.Conditions = append(st.Conditions, c)
+	}
+	set(cr)
+	set(ready)
+}
