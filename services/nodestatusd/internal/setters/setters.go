@@ -1,0 +1,406 @@
+package setters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/microlet/microlet/services/nodestatusd/internal/host"
+	"github.com/microlet/microlet/services/nodestatusd/internal/pressure"
+	"github.com/microlet/microlet/services/nodestatusd/internal/sources"
+)
+
+// Setter fills part of a Node's status in place.
+type Setter func(ctx context.Context, node *corev1.Node) error
+
+// Limits the kubelet applies to the images list.
+const (
+	// DefaultMaxImages is the kubelet's --node-status-max-images.
+	DefaultMaxImages = 50
+	// MaxNamesPerImage is the kubelet's cap on names per image.
+	MaxNamesPerImage = 5
+	// DefaultMaxPods is the kubelet's --max-pods.
+	DefaultMaxPods = 110
+	// DefaultDaemonPort is the kubelet's --port, advertised in daemonEndpoints.
+	DefaultDaemonPort = 10250
+)
+
+// Reasons and messages of the conditions, in the kubelet's words so that
+// tools that key on them keep working.
+const (
+	ReasonReady    = "KubeletReady"
+	ReasonNotReady = "KubeletNotReady"
+	MessageReady   = "kubelet is posting ready status"
+)
+
+// Inputs is what the setters read. Functions may be shared between nodes.
+type Inputs struct {
+	// Now is the clock.
+	Now func() time.Time
+	// Hostname is the node's hostname (the node name for simulated nodes).
+	Hostname string
+	// NodeIPs are --node-ip; empty means detect.
+	NodeIPs []net.IP
+	// Facts are the host's static facts.
+	Facts host.Facts
+	// Stats measures the host now (capacity of ephemeral-storage, pressure).
+	Stats func() (host.Stats, error)
+	// Runtime reads the CRI; nil means no runtime is configured.
+	Runtime func(ctx context.Context) sources.RuntimeState
+	// RuntimeEndpoint names the CRI socket in messages.
+	RuntimeEndpoint string
+	// Cloud reads cloudsyncd; nil means none.
+	Cloud func(ctx context.Context) sources.CloudState
+	// Pressure judges the host's stats.
+	Pressure *pressure.Monitor
+	// EvictionHard are the hard thresholds subtracted from allocatable.
+	EvictionHard []pressure.Threshold
+	// Reserved is kube-reserved plus system-reserved.
+	Reserved corev1.ResourceList
+	// MaxPods is the pods capacity.
+	MaxPods int64
+	// MaxImages caps status.images; negative means no cap.
+	MaxImages int
+	// DaemonPort is the advertised kubelet endpoint port.
+	DaemonPort int32
+	// Version is the agent's version, reported as kubeletVersion.
+	Version string
+	// Extra conditions reported by other components.
+	Extra *Conditions
+}
+
+// Defaults returns the setters in the kubelet's order, Ready last.
+func Defaults(in *Inputs) []Setter {
+	return []Setter{
+		NodeAddress(in),
+		MachineInfo(in),
+		NodeInfo(in),
+		DaemonEndpoints(in.DaemonPort),
+		Images(in),
+		PressureConditions(in),
+		in.Extra.Setter(in.Now),
+		ReadyCondition(in),
+	}
+}
+
+// NodeAddress sets the addresses: the cloud's when cloudsyncd has them, else
+// --node-ip, else the hostname's or the default-route interface's address;
+// always with the Hostname address.
+func NodeAddress(in *Inputs) Setter {
+	return func(ctx context.Context, node *corev1.Node) error {
+		if in.Cloud != nil {
+			cs := in.Cloud(ctx)
+			if cs.Err == nil && !cs.NotConfigured && len(cs.Addresses) > 0 {
+				node.Status.Addresses = withHostname(filterByNodeIP(cs.Addresses, in.NodeIPs), in.Hostname)
+				return nil
+			}
+		}
+		ips := in.NodeIPs
+		if len(ips) == 0 {
+			ip, err := detectIP(in.Hostname)
+			if err != nil {
+				return fmt.Errorf("node address: %w", err)
+			}
+			ips = []net.IP{ip}
+		}
+		var addrs []corev1.NodeAddress
+		for _, ip := range ips {
+			addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip.String()})
+		}
+		node.Status.Addresses = withHostname(addrs, in.Hostname)
+		return nil
+	}
+}
+
+// filterByNodeIP keeps the cloud's addresses but puts --node-ip's first, as
+// the kubelet does when both are given.
+func filterByNodeIP(addrs []corev1.NodeAddress, nodeIPs []net.IP) []corev1.NodeAddress {
+	if len(nodeIPs) == 0 {
+		return addrs
+	}
+	want := nodeIPs[0].String()
+	out := make([]corev1.NodeAddress, 0, len(addrs))
+	for _, a := range addrs {
+		if a.Address == want {
+			out = append([]corev1.NodeAddress{a}, out...)
+		} else {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func withHostname(addrs []corev1.NodeAddress, hostname string) []corev1.NodeAddress {
+	out := append([]corev1.NodeAddress(nil), addrs...)
+	for _, a := range out {
+		if a.Type == corev1.NodeHostName {
+			return out
+		}
+	}
+	if hostname != "" {
+		out = append(out, corev1.NodeAddress{Type: corev1.NodeHostName, Address: hostname})
+	}
+	return out
+}
+
+// detectIP is the kubelet's fallback: the hostname's first non-loopback
+// address, else the address of the default-route interface.
+func detectIP(hostname string) (net.IP, error) {
+	if ips, err := net.LookupIP(hostname); err == nil {
+		for _, ip := range ips {
+			if !ip.IsLoopback() && !ip.IsLinkLocalUnicast() && ip.To4() != nil {
+				return ip, nil
+			}
+		}
+	}
+	ip, err := utilnet.ChooseHostInterface()
+	if err != nil {
+		return nil, fmt.Errorf("no --node-ip, hostname %q has no usable address and no default route: %w", hostname, err)
+	}
+	return ip, nil
+}
+
+// MachineInfo sets capacity and allocatable: cpu, memory, hugepages,
+// ephemeral-storage and pods, allocatable minus reserved and minus the hard
+// eviction thresholds (memory and nodefs) and hugepages from memory.
+func MachineInfo(in *Inputs) Setter {
+	return func(_ context.Context, node *corev1.Node) error {
+		f := in.Facts
+		capacity := corev1.ResourceList{
+			corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(f.NumCPU)*1000, resource.DecimalSI),
+			corev1.ResourceMemory: *resource.NewQuantity(f.MemoryBytes, resource.BinarySI),
+			corev1.ResourcePods:   *resource.NewQuantity(in.MaxPods, resource.DecimalSI),
+		}
+		var hugeTotal int64
+		for size, total := range f.HugePages {
+			name := corev1.ResourceName(corev1.ResourceHugePagesPrefix + resource.NewQuantity(size, resource.BinarySI).String())
+			capacity[name] = *resource.NewQuantity(total, resource.BinarySI)
+			hugeTotal += total
+		}
+		var errs []error
+		if in.Stats != nil {
+			if s, err := in.Stats(); err == nil {
+				capacity[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(min(s.Fs.Capacity, 1<<62)), resource.BinarySI) //nolint:gosec // clamped
+			} else {
+				errs = append(errs, err)
+				if old, ok := node.Status.Capacity[corev1.ResourceEphemeralStorage]; ok {
+					capacity[corev1.ResourceEphemeralStorage] = old // keep the last known size
+				}
+			}
+		}
+		allocatable := corev1.ResourceList{}
+		for name, q := range capacity {
+			v := q.DeepCopy()
+			if r, ok := in.Reserved[name]; ok {
+				v.Sub(r)
+			}
+			switch name {
+			case corev1.ResourceMemory:
+				if t, ok := pressure.Find(in.EvictionHard, pressure.MemoryAvailable); ok {
+					v.Sub(*resource.NewQuantity(t.Value(q.Value()), resource.BinarySI))
+				}
+				v.Sub(*resource.NewQuantity(hugeTotal, resource.BinarySI))
+			case corev1.ResourceEphemeralStorage:
+				if t, ok := pressure.Find(in.EvictionHard, pressure.NodeFsAvailable); ok {
+					v.Sub(*resource.NewQuantity(t.Value(q.Value()), resource.BinarySI))
+				}
+			}
+			if v.Sign() < 0 {
+				v = *resource.NewQuantity(0, q.Format)
+			}
+			allocatable[name] = v
+		}
+		node.Status.Capacity = capacity
+		node.Status.Allocatable = allocatable
+		return errors.Join(errs...)
+	}
+}
+
+// NodeInfo sets the system info: IDs, kernel, OS image, OS and arch, the
+// container runtime's version from the CRI and the agent's version.
+func NodeInfo(in *Inputs) Setter {
+	return func(ctx context.Context, node *corev1.Node) error {
+		f := in.Facts
+		ni := &node.Status.NodeInfo
+		ni.MachineID, ni.SystemUUID, ni.BootID = f.MachineID, f.SystemUUID, f.BootID
+		ni.KernelVersion, ni.OSImage = f.KernelVersion, f.OSImage
+		ni.OperatingSystem, ni.Architecture = f.OS, f.Arch
+		ni.KubeletVersion = in.Version
+		if in.Runtime != nil {
+			if v := in.Runtime(ctx).ContainerRuntimeVersion(); v != "" {
+				ni.ContainerRuntimeVersion = v
+			}
+		}
+		return nil
+	}
+}
+
+// DaemonEndpoints advertises the kubelet endpoint port.
+func DaemonEndpoints(port int32) Setter {
+	return func(_ context.Context, node *corev1.Node) error {
+		node.Status.DaemonEndpoints = corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: port}}
+		return nil
+	}
+}
+
+// Images sets status.images from the CRI: at most MaxImages images, at most
+// MaxNamesPerImage names each. A failed listing leaves the old list.
+func Images(in *Inputs) Setter {
+	return func(ctx context.Context, node *corev1.Node) error {
+		if in.Runtime == nil {
+			return nil
+		}
+		st := in.Runtime(ctx)
+		if st.Err != nil {
+			return nil // Ready says why; keep the last list
+		}
+		if st.ImagesErr != nil {
+			return st.ImagesErr
+		}
+		imgs := st.Images
+		if in.MaxImages >= 0 && len(imgs) > in.MaxImages {
+			imgs = imgs[:in.MaxImages]
+		}
+		out := make([]corev1.ContainerImage, 0, len(imgs))
+		for _, img := range imgs {
+			names := img.Names
+			if len(names) > MaxNamesPerImage {
+				names = names[:MaxNamesPerImage]
+			}
+			out = append(out, corev1.ContainerImage{Names: append([]string(nil), names...), SizeBytes: img.SizeBytes})
+		}
+		node.Status.Images = out
+		return nil
+	}
+}
+
+// PressureConditions sets MemoryPressure, DiskPressure and PIDPressure from
+// the host's stats judged by the monitor.
+func PressureConditions(in *Inputs) Setter {
+	return func(_ context.Context, node *corev1.Node) error {
+		var c pressure.Conditions
+		var err error
+		if in.Stats != nil && in.Pressure != nil {
+			var s host.Stats
+			if s, err = in.Stats(); err == nil {
+				c = in.Pressure.Observe(s)
+			}
+		}
+		now := in.Now()
+		set := func(typ corev1.NodeConditionType, on bool, yesReason, yesMsg, noReason, noMsg string) {
+			if on {
+				SetCondition(node, corev1.NodeCondition{Type: typ, Status: corev1.ConditionTrue, Reason: yesReason, Message: yesMsg}, now)
+			} else {
+				SetCondition(node, corev1.NodeCondition{Type: typ, Status: corev1.ConditionFalse, Reason: noReason, Message: noMsg}, now)
+			}
+		}
+		set(corev1.NodeMemoryPressure, c.Memory, "KubeletHasInsufficientMemory", "kubelet has insufficient memory available",
+			"KubeletHasSufficientMemory", "kubelet has sufficient memory available")
+		set(corev1.NodeDiskPressure, c.Disk, "KubeletHasDiskPressure", "kubelet has disk pressure",
+			"KubeletHasNoDiskPressure", "kubelet has no disk pressure")
+		set(corev1.NodePIDPressure, c.PID, "KubeletHasInsufficientPID", "kubelet has insufficient PID available",
+			"KubeletHasSufficientPID", "kubelet has sufficient PID available")
+		return err
+	}
+}
+
+// ReadyCondition sets Ready from the CRI's runtime and network conditions
+// and the presence of the required capacities. Without a reachable runtime
+// the node is NotReady with a message naming the socket.
+func ReadyCondition(in *Inputs) Setter {
+	return func(ctx context.Context, node *corev1.Node) error {
+		var errs []error
+		switch {
+		case in.Runtime == nil:
+			errs = append(errs, fmt.Errorf("container runtime is down: no runtime endpoint configured"))
+		default:
+			st := in.Runtime(ctx)
+			if st.Err != nil {
+				errs = append(errs, st.Err)
+			} else {
+				errs = append(errs, st.RuntimeReady, st.NetworkReady)
+			}
+		}
+		var missing []string
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage} {
+			if _, ok := node.Status.Capacity[r]; !ok {
+				missing = append(missing, string(r))
+			}
+		}
+		if len(missing) > 0 {
+			errs = append(errs, fmt.Errorf("missing node capacity for resources: %s", strings.Join(missing, ", ")))
+		}
+		cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: ReasonReady, Message: MessageReady}
+		if err := errors.Join(errs...); err != nil {
+			cond = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: ReasonNotReady,
+				Message: strings.ReplaceAll(err.Error(), "\n", ", ")}
+		}
+		SetCondition(node, cond, in.Now())
+		// Ready goes last, as the kubelet keeps it, for old readers that
+		// looked at the last condition.
+		conds := node.Status.Conditions
+		for i := range conds {
+			if conds[i].Type == corev1.NodeReady && i != len(conds)-1 {
+				r := conds[i]
+				node.Status.Conditions = append(append(conds[:i:i], conds[i+1:]...), r)
+				break
+			}
+		}
+		return nil
+	}
+}
+
+// SetCondition puts c on the node with a fresh heartbeat, keeping the
+// transition time unless the status changed.
+func SetCondition(node *corev1.Node, c corev1.NodeCondition, now time.Time) {
+	t := metav1.NewTime(now)
+	c.LastHeartbeatTime = t
+	for i := range node.Status.Conditions {
+		old := &node.Status.Conditions[i]
+		if old.Type != c.Type {
+			continue
+		}
+		if old.Status == c.Status && !old.LastTransitionTime.IsZero() {
+			c.LastTransitionTime = old.LastTransitionTime
+		} else {
+			c.LastTransitionTime = t
+		}
+		*old = c
+		return
+	}
+	c.LastTransitionTime = t
+	node.Status.Conditions = append(node.Status.Conditions, c)
+}
+
+// ParseReserved parses "cpu=100m,memory=256Mi" style maps into a list,
+// naming the bad resource on error.
+func ParseReserved(maps ...map[string]string) (corev1.ResourceList, error) {
+	out := corev1.ResourceList{}
+	for _, m := range maps {
+		for k, v := range m {
+			switch corev1.ResourceName(k) {
+			case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage, corev1.ResourcePods:
+			default:
+				if !strings.HasPrefix(k, corev1.ResourceHugePagesPrefix) {
+					return nil, fmt.Errorf("reserved resource %q: want cpu, memory, ephemeral-storage, pods or hugepages-<size>", k)
+				}
+			}
+			q, err := resource.ParseQuantity(v)
+			if err != nil || q.Sign() < 0 {
+				return nil, fmt.Errorf("reserved resource %q: bad quantity %q", k, v)
+			}
+			sum := out[corev1.ResourceName(k)]
+			sum.Add(q)
+			out[corev1.ResourceName(k)] = sum
+		}
+	}
+	return out, nil
+}

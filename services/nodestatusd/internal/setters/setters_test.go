@@ -1,0 +1,192 @@
+package setters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/microlet/microlet/services/nodestatusd/internal/host"
+	"github.com/microlet/microlet/services/nodestatusd/internal/pressure"
+	"github.com/microlet/microlet/services/nodestatusd/internal/sources"
+)
+
+func inputs(t *testing.T, rt *sources.RuntimeState) (*Inputs, *testingclock.FakeClock) {
+	t.Helper()
+	clk := testingclock.NewFakeClock(time.Unix(1_000_000, 0))
+	th, err := pressure.ParseThresholds(pressure.DefaultEvictionHard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserved, err := ParseReserved(map[string]string{"cpu": "100m", "memory": "100Mi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &Inputs{
+		Now:      clk.Now,
+		Hostname: "n1",
+		NodeIPs:  []net.IP{net.ParseIP("10.0.0.5")},
+		Facts:    host.Facts{NumCPU: 2, MemoryBytes: 4 << 30, OS: "linux", Arch: "amd64", KernelVersion: "6.1", HugePages: map[int64]int64{2 << 20: 4 << 20}},
+		Stats: func() (host.Stats, error) {
+			return host.Stats{MemoryCapacity: 4 << 30, MemoryAvailable: 2 << 30, Fs: host.FsStats{Capacity: 100 << 30, Available: 50 << 30}, PIDMax: 1000, PIDs: 10}, nil
+		},
+		Pressure:     pressure.NewMonitor(th, time.Minute, clk),
+		EvictionHard: th,
+		Reserved:     reserved,
+		MaxPods:      DefaultMaxPods,
+		MaxImages:    DefaultMaxImages,
+		DaemonPort:   DefaultDaemonPort,
+		Version:      "v-test",
+		Extra:        NewConditions(nil),
+	}
+	if rt != nil {
+		in.Runtime = func(context.Context) sources.RuntimeState { return *rt }
+		in.RuntimeEndpoint = "unix:///x/runtime.sock"
+	}
+	return in, clk
+}
+
+func run(t *testing.T, in *Inputs, node *corev1.Node) {
+	t.Helper()
+	for _, s := range Defaults(in) {
+		if err := s(context.Background(), node); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func cond(node *corev1.Node, typ corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == typ {
+			return &node.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func TestReadyFromCRI(t *testing.T) {
+	rt := &sources.RuntimeState{RuntimeName: "fake", RuntimeVersion: "1"}
+	in, clk := inputs(t, rt)
+	node := &corev1.Node{}
+	run(t, in, node)
+	ready := cond(node, corev1.NodeReady)
+	if ready == nil || ready.Status != corev1.ConditionTrue || ready.Reason != ReasonReady {
+		t.Fatalf("ready = %+v", ready)
+	}
+	if last := node.Status.Conditions[len(node.Status.Conditions)-1]; last.Type != corev1.NodeReady {
+		t.Fatalf("Ready is not last: %+v", node.Status.Conditions)
+	}
+	if node.Status.NodeInfo.ContainerRuntimeVersion != "fake://1" || node.Status.NodeInfo.KubeletVersion != "v-test" {
+		t.Fatalf("node info = %+v", node.Status.NodeInfo)
+	}
+	first := ready.LastTransitionTime
+
+	clk.Step(time.Minute)
+	rt.NetworkReady = errors.New("container runtime network not ready: NetworkReady=false")
+	run(t, in, node)
+	ready = cond(node, corev1.NodeReady)
+	if ready.Status != corev1.ConditionFalse || !strings.Contains(ready.Message, "NetworkReady=false") || ready.LastTransitionTime.Equal(&first) {
+		t.Fatalf("network down: ready = %+v", ready)
+	}
+}
+
+func TestNotReadyWithoutCRINamesSocket(t *testing.T) {
+	ep := "unix:///tmp/none/runtime.sock"
+	rt := &sources.RuntimeState{Err: fmt.Errorf("container runtime is down: %s did not answer", ep)}
+	in, _ := inputs(t, rt)
+	node := &corev1.Node{}
+	run(t, in, node)
+	ready := cond(node, corev1.NodeReady)
+	if ready.Status != corev1.ConditionFalse || !strings.Contains(ready.Message, ep) {
+		t.Fatalf("ready = %+v", ready)
+	}
+}
+
+func TestCapacityAllocatable(t *testing.T) {
+	in, _ := inputs(t, &sources.RuntimeState{})
+	node := &corev1.Node{}
+	run(t, in, node)
+	c, a := node.Status.Capacity, node.Status.Allocatable
+	if c.Cpu().MilliValue() != 2000 || a.Cpu().MilliValue() != 1900 {
+		t.Fatalf("cpu %v / %v", c.Cpu(), a.Cpu())
+	}
+	// memory: 4Gi - 100Mi reserved - 100Mi eviction - 4Mi hugepages
+	if want := int64(4<<30 - 200<<20 - 4<<20); a.Memory().Value() != want {
+		t.Fatalf("allocatable memory %d, want %d", a.Memory().Value(), want)
+	}
+	if a.StorageEphemeral().Value() != 90<<30 {
+		t.Fatalf("allocatable storage %v", a.StorageEphemeral())
+	}
+	if c.Pods().Value() != 110 {
+		t.Fatalf("pods %v", c.Pods())
+	}
+	if q := c[corev1.ResourceName("hugepages-2Mi")]; q.Cmp(resource.MustParse("4Mi")) != 0 {
+		t.Fatalf("hugepages %v", c)
+	}
+	if got := node.Status.Addresses; len(got) != 2 || got[0].Address != "10.0.0.5" || got[1].Type != corev1.NodeHostName {
+		t.Fatalf("addresses %+v", got)
+	}
+	if node.Status.DaemonEndpoints.KubeletEndpoint.Port != DefaultDaemonPort {
+		t.Fatalf("daemon endpoints %+v", node.Status.DaemonEndpoints)
+	}
+	for _, typ := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+		if c := cond(node, typ); c == nil || c.Status != corev1.ConditionFalse {
+			t.Fatalf("%s = %+v", typ, c)
+		}
+	}
+}
+
+func TestImagesCapped(t *testing.T) {
+	rt := &sources.RuntimeState{}
+	for i := range 60 {
+		rt.Images = append(rt.Images, corev1.ContainerImage{Names: []string{"a", "b", "c", "d", "e", "f", "g"}, SizeBytes: int64(100 - i)})
+	}
+	in, _ := inputs(t, rt)
+	node := &corev1.Node{}
+	run(t, in, node)
+	if len(node.Status.Images) != 50 || len(node.Status.Images[0].Names) != 5 {
+		t.Fatalf("images %d, names %d", len(node.Status.Images), len(node.Status.Images[0].Names))
+	}
+}
+
+func TestReportedConditions(t *testing.T) {
+	in, _ := inputs(t, &sources.RuntimeState{})
+	node := &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: "OtherWriter", Status: corev1.ConditionTrue}}}}
+	if err := in.Extra.Report("npd", []corev1.NodeCondition{{Type: "KernelDeadlock", Status: corev1.ConditionFalse}, {Type: "DiskRO", Status: corev1.ConditionFalse}}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, in, node)
+	if cond(node, "KernelDeadlock") == nil || cond(node, "DiskRO") == nil || cond(node, "OtherWriter") == nil {
+		t.Fatalf("conditions %+v", node.Status.Conditions)
+	}
+	if err := in.Extra.Report("npd", []corev1.NodeCondition{{Type: "KernelDeadlock", Status: corev1.ConditionTrue}}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, in, node)
+	if c := cond(node, "KernelDeadlock"); c == nil || c.Status != corev1.ConditionTrue {
+		t.Fatalf("KernelDeadlock %+v", c)
+	}
+	if cond(node, "DiskRO") != nil || cond(node, "OtherWriter") == nil {
+		t.Fatalf("withdrawn type kept or other writer's clobbered: %+v", node.Status.Conditions)
+	}
+	for name, bad := range map[string]struct {
+		rep   string
+		conds []corev1.NodeCondition
+	}{
+		"empty reporter": {"", nil},
+		"own type":       {"x", []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+		"other's type":   {"y", []corev1.NodeCondition{{Type: "KernelDeadlock", Status: corev1.ConditionTrue}}},
+		"bad status":     {"x", []corev1.NodeCondition{{Type: "A", Status: "Maybe"}}},
+	} {
+		if err := in.Extra.Report(bad.rep, bad.conds); err == nil {
+			t.Errorf("%s accepted", name)
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package sources
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/microlet/microlet/internal/grpcclient"
+)
+
+// CallTimeout bounds each call to a source; a hung daemon must not hold up
+// the node's heartbeat.
+const CallTimeout = 2 * time.Second
+
+// RuntimeState is one reading of the CRI runtime.
+type RuntimeState struct {
+	// Err is set when the runtime could not be asked at all; it names the endpoint.
+	Err error
+	// RuntimeName and RuntimeVersion come from Version.
+	RuntimeName, RuntimeVersion string
+	// RuntimeReady and NetworkReady are the CRI Status conditions as errors
+	// (nil when true), worded as the kubelet words them.
+	RuntimeReady, NetworkReady error
+	// Images come from ListImages, largest first.
+	Images []corev1.ContainerImage
+	// ImagesErr is set when ListImages failed; images are then left alone.
+	ImagesErr error
+}
+
+// ContainerRuntimeVersion is "<name>://<version>" as NodeInfo carries it.
+func (s RuntimeState) ContainerRuntimeVersion() string {
+	if s.RuntimeName == "" {
+		return ""
+	}
+	return s.RuntimeName + "://" + s.RuntimeVersion
+}
+
+// Runtime is a cached CRI client.
+type Runtime struct {
+	endpoint, imageEndpoint string
+	maxAge                  time.Duration
+	now                     func() time.Time
+
+	dialOnce sync.Once
+	dialErr  error
+	rt       runtimeapi.RuntimeServiceClient
+	img      runtimeapi.ImageServiceClient
+	conns    []*grpc.ClientConn
+
+	mu   sync.Mutex
+	last RuntimeState
+	at   time.Time
+}
+
+// NewRuntime returns a CRI source; imageEndpoint empty means the runtime's.
+// Readings younger than maxAge are reused.
+func NewRuntime(endpoint, imageEndpoint string, maxAge time.Duration) *Runtime {
+	if imageEndpoint == "" {
+		imageEndpoint = endpoint
+	}
+	return &Runtime{endpoint: endpoint, imageEndpoint: imageEndpoint, maxAge: maxAge, now: time.Now}
+}
+
+// Endpoint is the runtime endpoint this source reads.
+func (r *Runtime) Endpoint() string { return r.endpoint }
+
+func (r *Runtime) dial() error {
+	r.dialOnce.Do(func() {
+		cc, err := grpcclient.Dial(r.endpoint)
+		if err != nil {
+			r.dialErr = err
+			return
+		}
+		r.conns = append(r.conns, cc)
+		r.rt = runtimeapi.NewRuntimeServiceClient(cc)
+		icc := cc
+		if r.imageEndpoint != r.endpoint {
+			if icc, err = grpcclient.Dial(r.imageEndpoint); err != nil {
+				r.dialErr = err
+				return
+			}
+			r.conns = append(r.conns, icc)
+		}
+		r.img = runtimeapi.NewImageServiceClient(icc)
+	})
+	return r.dialErr
+}
+
+// Close releases the connections.
+func (r *Runtime) Close() {
+	for _, c := range r.conns {
+		_ = c.Close()
+	}
+}
+
+// Get returns a reading no older than maxAge, asking the runtime when needed.
+func (r *Runtime) Get(ctx context.Context) RuntimeState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.at.IsZero() && r.now().Sub(r.at) < r.maxAge {
+		return r.last
+	}
+	r.last = r.read(ctx)
+	r.at = r.now()
+	return r.last
+}
+
+func (r *Runtime) read(ctx context.Context) RuntimeState {
+	if err := r.dial(); err != nil {
+		return RuntimeState{Err: fmt.Errorf("container runtime at %s: %w", r.endpoint, err)}
+	}
+	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	var st RuntimeState
+	v, err := r.rt.Version(cctx, &runtimeapi.VersionRequest{})
+	if err != nil {
+		st.Err = fmt.Errorf("container runtime is down: %s did not answer: %w", r.endpoint, err)
+		return st
+	}
+	st.RuntimeName, st.RuntimeVersion = v.GetRuntimeName(), v.GetRuntimeVersion()
+	status, err := r.rt.Status(cctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		st.Err = fmt.Errorf("container runtime status check may not have completed yet: %s: %w", r.endpoint, err)
+		return st
+	}
+	if status.GetStatus() == nil {
+		st.Err = fmt.Errorf("container runtime status check may not have completed yet: %s returned no status", r.endpoint)
+		return st
+	}
+	st.RuntimeReady = conditionErr(status.GetStatus(), runtimeapi.RuntimeReady, "container runtime not ready")
+	st.NetworkReady = conditionErr(status.GetStatus(), runtimeapi.NetworkReady, "container runtime network not ready")
+	imgs, err := r.img.ListImages(cctx, &runtimeapi.ListImagesRequest{})
+	if err != nil {
+		st.ImagesErr = fmt.Errorf("list images at %s: %w", r.imageEndpoint, err)
+		return st
+	}
+	st.Images = ContainerImages(imgs.GetImages())
+	return st
+}
+
+// conditionErr is nil when the named CRI condition is true, else an error
+// in the kubelet's wording ("<what>: NetworkReady=false reason:... message:...").
+func conditionErr(s *runtimeapi.RuntimeStatus, typ, what string) error {
+	for _, c := range s.GetConditions() {
+		if c.GetType() != typ {
+			continue
+		}
+		if c.GetStatus() {
+			return nil
+		}
+		return fmt.Errorf("%s: %s=false reason:%s message:%s", what, typ, c.GetReason(), c.GetMessage())
+	}
+	return fmt.Errorf("%s: %s condition missing", what, typ)
+}
+
+// ContainerImages converts CRI images into the Node's form, largest first
+// (the kubelet's order, so the cap keeps the images that matter most for
+// scheduling), with repo tags before repo digests.
+func ContainerImages(in []*runtimeapi.Image) []corev1.ContainerImage {
+	out := make([]corev1.ContainerImage, 0, len(in))
+	for _, img := range in {
+		names := append(append([]string{}, img.GetRepoTags()...), img.GetRepoDigests()...)
+		if len(names) == 0 {
+			continue
+		}
+		out = append(out, corev1.ContainerImage{Names: names, SizeBytes: int64(img.GetSize())}) //nolint:gosec // image sizes fit
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].SizeBytes > out[j].SizeBytes })
+	return out
+}

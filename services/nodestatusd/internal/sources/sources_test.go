@@ -1,0 +1,143 @@
+package sources
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
+)
+
+type fakeCRI struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	runtimeapi.UnimplementedImageServiceServer
+	networkReady bool
+}
+
+func (f *fakeCRI) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	return &runtimeapi.VersionResponse{RuntimeName: "fake", RuntimeVersion: "1.2.3"}, nil
+}
+
+func (f *fakeCRI) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+		{Type: runtimeapi.RuntimeReady, Status: true},
+		{Type: runtimeapi.NetworkReady, Status: f.networkReady, Reason: "NoCNI", Message: "cni config uninitialized"},
+	}}}, nil
+}
+
+func (f *fakeCRI) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	return &runtimeapi.ListImagesResponse{Images: []*runtimeapi.Image{
+		{Id: "a", RepoTags: []string{"small:1"}, Size: 10},
+		{Id: "b", RepoTags: []string{"big:1"}, RepoDigests: []string{"big@sha256:00"}, Size: 1000},
+		{Id: "c", Size: 5}, // no names: not reported
+	}}, nil
+}
+
+func serve(t *testing.T, register func(*grpc.Server)) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "nsd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	path := filepath.Join(dir, "s.sock")
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	register(srv)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return "unix://" + path
+}
+
+func TestRuntimeReadsCRI(t *testing.T) {
+	f := &fakeCRI{}
+	ep := serve(t, func(s *grpc.Server) {
+		runtimeapi.RegisterRuntimeServiceServer(s, f)
+		runtimeapi.RegisterImageServiceServer(s, f)
+	})
+	r := NewRuntime(ep, "", 0)
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := r.Get(ctx)
+	if st.Err != nil {
+		t.Fatal(st.Err)
+	}
+	if st.ContainerRuntimeVersion() != "fake://1.2.3" || st.RuntimeReady != nil {
+		t.Fatalf("state = %+v", st)
+	}
+	if st.NetworkReady == nil || !strings.Contains(st.NetworkReady.Error(), "NoCNI") {
+		t.Fatalf("network condition = %v", st.NetworkReady)
+	}
+	if len(st.Images) != 2 || st.Images[0].Names[0] != "big:1" || st.Images[0].Names[1] != "big@sha256:00" {
+		t.Fatalf("images = %+v", st.Images)
+	}
+}
+
+func TestRuntimeDownNamesSocket(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "nsd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	ep := "unix://" + filepath.Join(dir, "absent.sock")
+	r := NewRuntime(ep, "", 0)
+	defer r.Close()
+	st := r.Get(context.Background())
+	if st.Err == nil || !strings.Contains(st.Err.Error(), ep) {
+		t.Fatalf("error %v does not name %s", st.Err, ep)
+	}
+}
+
+type fakeCloud struct {
+	cloudsyncv1.UnimplementedCloudSyncServiceServer
+	configured bool
+}
+
+func (f *fakeCloud) GetNodeAddresses(context.Context, *cloudsyncv1.GetNodeAddressesRequest) (*cloudsyncv1.GetNodeAddressesResponse, error) {
+	if !f.configured {
+		return nil, status.Error(codes.FailedPrecondition, "no provider")
+	}
+	a := corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.7"}
+	b, _ := a.Marshal()
+	return &cloudsyncv1.GetNodeAddressesResponse{Addresses: [][]byte{b}}, nil
+}
+
+func (f *fakeCloud) GetInstanceMetadata(context.Context, *cloudsyncv1.GetInstanceMetadataRequest) (*cloudsyncv1.GetInstanceMetadataResponse, error) {
+	return &cloudsyncv1.GetInstanceMetadataResponse{ProviderId: "fake://i-1", Zone: "z1"}, nil
+}
+
+func TestCloud(t *testing.T) {
+	for _, configured := range []bool{true, false} {
+		f := &fakeCloud{configured: configured}
+		ep := serve(t, func(s *grpc.Server) { cloudsyncv1.RegisterCloudSyncServiceServer(s, f) })
+		c := NewCloud(ep, time.Minute)
+		st := c.Get(context.Background())
+		c.Close()
+		if st.Err != nil {
+			t.Fatal(st.Err)
+		}
+		if !configured {
+			if !st.NotConfigured {
+				t.Fatalf("unconfigured provider: %+v", st)
+			}
+			continue
+		}
+		if len(st.Addresses) != 1 || st.Addresses[0].Address != "203.0.113.7" || st.Metadata.GetProviderId() != "fake://i-1" {
+			t.Fatalf("state = %+v", st)
+		}
+	}
+}
