@@ -67,6 +67,7 @@ type Cache struct {
 
 	mu       sync.RWMutex
 	pods     map[string]*podState
+	byName   map[string]map[string]struct{} // "namespace/name" -> UIDs
 	watchers map[*watcher]struct{}
 }
 
@@ -82,7 +83,7 @@ func WithOnChange(f func(uid string)) Option { return func(x *Cache) { x.onChang
 
 // New returns an empty cache persisting to st.
 func New(st *store.Store, opts ...Option) *Cache {
-	c := &Cache{store: st, clock: clock.RealClock{}, pods: map[string]*podState{}, watchers: map[*watcher]struct{}{}}
+	c := &Cache{store: st, clock: clock.RealClock{}, pods: map[string]*podState{}, byName: map[string]map[string]struct{}{}, watchers: map[*watcher]struct{}{}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -112,6 +113,7 @@ func (c *Cache) Load() (int, error) {
 			e.Changed = c.clock.Now()
 		}
 		c.pods[r.UID] = &podState{e: e, present: true}
+		c.indexLocked(e.Namespace, e.Name, e.UID, true)
 	}
 	return len(recs), nil
 }
@@ -177,6 +179,7 @@ func (c *Cache) commit(ps *podState, next Entry) (uint64, error) {
 	}
 	c.mu.Lock()
 	ps.e, ps.present = next, true
+	c.indexLocked(next.Namespace, next.Name, next.UID, true)
 	c.publishLocked(Event{Entry: next.clone()})
 	c.mu.Unlock()
 	if c.onChange != nil {
@@ -377,6 +380,7 @@ func (c *Cache) Remove(uid string) error {
 	e, present := ps.e, ps.present
 	delete(c.pods, uid)
 	if present {
+		c.indexLocked(e.Namespace, e.Name, uid, false)
 		c.publishLocked(Event{Entry: Entry{UID: e.UID, Namespace: e.Namespace, Name: e.Name}, Removed: true})
 	}
 	c.mu.Unlock()
@@ -484,4 +488,33 @@ func (c *Cache) ForgetSynced(uid string) {
 			ps.e.Changed = c.clock.Now()
 		}
 	}
+}
+
+func (c *Cache) indexLocked(ns, name, uid string, add bool) {
+	key := ns + "/" + name
+	set := c.byName[key]
+	if add {
+		if set == nil {
+			set = map[string]struct{}{}
+			c.byName[key] = set
+		}
+		set[uid] = struct{}{}
+		return
+	}
+	delete(set, uid)
+	if len(set) == 0 {
+		delete(c.byName, key)
+	}
+}
+
+// UIDsByName returns the UIDs cached under namespace/name: usually one, two
+// while a recreated pod's old status is still cached.
+func (c *Cache) UIDsByName(namespace, name string) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []string
+	for uid := range c.byName[namespace+"/"+name] {
+		out = append(out, uid)
+	}
+	return out
 }

@@ -29,7 +29,6 @@ func pod(uid string) *corev1.Pod {
 	}
 }
 
-
 func status(state corev1.ContainerState, ready bool) *corev1.PodStatus {
 	return &corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "c", ContainerID: "docker://c1", State: state, Ready: ready}}}
 }
