@@ -1,4 +1,6 @@
-// Package server is the podsyncd service: its configuration, its gRPC API and
-// the work it runs. The real behaviour is built in issue 10; until then
-// every call answers codes.Unimplemented and says so.
+// Package server is the podsyncd service: its configuration, the
+// PodSyncService API (ListPodWorkers), and the wiring of the sync loop to its
+// peers — podconfig (desired pods), statusd (statuses), nodestatusd (the Node
+// for admission and host IPs) and the CRI endpoint (runtime-shim or any other
+// CRI runtime).
 package server

@@ -2,25 +2,58 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"time"
 
-	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/service"
+	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
+	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
+	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
+	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
+	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
+	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
+	"github.com/microlet/microlet/services/podsyncd/internal/syncloop"
 )
 
 // Config is podsyncd's configuration.
 type Config struct {
 	service.Common `yaml:",inline"`
+
+	PodLogsDir         string        `yaml:"pod_logs_dir" flag:"pod-logs-dir" usage:"root of the pod log directories (<ns>_<name>_<uid>/<container>/<restart>.log)"`
+	ResyncPeriod       time.Duration `yaml:"resync_period" flag:"resync-period" usage:"how often every pod is synced even without events"`
+	RelistPeriod       time.Duration `yaml:"relist_period" flag:"relist-period" usage:"PLEG relist period"`
+	HousekeepingPeriod time.Duration `yaml:"housekeeping_period" flag:"housekeeping-period" usage:"how often orphans are cleaned up"`
+	BackoffInitial     time.Duration `yaml:"crashloop_backoff_initial" flag:"crashloop-backoff-initial" usage:"first CrashLoopBackOff delay"`
+	BackoffMax         time.Duration `yaml:"crashloop_backoff_max" flag:"crashloop-backoff-max" usage:"largest CrashLoopBackOff delay"`
+	RuntimeTimeout     time.Duration `yaml:"runtime_request_timeout" flag:"runtime-request-timeout" usage:"timeout of one CRI call (image pulls excepted)"`
 }
 
 // Server is the podsyncd service.
 type Server struct {
-	cfg Config
+	podsyncv1.UnimplementedPodSyncServiceServer
+	cfg  Config
+	loop *syncloop.Loop
 }
 
-// New returns the service with its defaults.
-func New() *Server { return &Server{cfg: Config{Common: service.DefaultCommon()}} }
+// New returns the service with the kubelet's defaults.
+func New() *Server {
+	return &Server{cfg: Config{
+		Common:             service.DefaultCommon(),
+		PodLogsDir:         "/var/log/pods",
+		ResyncPeriod:       10 * time.Second,
+		RelistPeriod:       time.Second,
+		HousekeepingPeriod: 2 * time.Second,
+		BackoffInitial:     podruntime.DefaultBackoffInitial,
+		BackoffMax:         podruntime.DefaultBackoffMax,
+		RuntimeTimeout:     2 * time.Minute,
+	}}
+}
 
 // Name implements service.Service.
 func (s *Server) Name() string { return components.PodSyncd }
@@ -30,13 +63,140 @@ func (s *Server) Config() service.CommonConfig { return &s.cfg }
 
 // Register implements service.Service.
 func (s *Server) Register(env *service.Env) error {
-	podsyncv1.RegisterPodSyncServiceServer(env.Server.GRPC(), unimplemented{})
+	c := &s.cfg
+	for name, d := range map[string]time.Duration{
+		"resync_period": c.ResyncPeriod, "relist_period": c.RelistPeriod, "housekeeping_period": c.HousekeepingPeriod,
+		"crashloop_backoff_initial": c.BackoffInitial, "crashloop_backoff_max": c.BackoffMax, "runtime_request_timeout": c.RuntimeTimeout,
+	} {
+		if d <= 0 {
+			return fmt.Errorf("%s must be positive, got %s", name, d)
+		}
+	}
+	if c.BackoffMax < c.BackoffInitial {
+		return fmt.Errorf("crashloop_backoff_max (%s) is below crashloop_backoff_initial (%s)", c.BackoffMax, c.BackoffInitial)
+	}
+	if c.PodLogsDir == "" {
+		return fmt.Errorf("pod_logs_dir must not be empty")
+	}
+	podsyncv1.RegisterPodSyncServiceServer(env.Server.GRPC(), s)
 	return nil
 }
 
-// Run implements service.Service: nothing to do yet, so it is ready at once.
+func dial(endpoint string) (*grpc.ClientConn, error) { return grpcclient.Dial(endpoint) }
+
+// Run implements service.Service.
 func (s *Server) Run(ctx context.Context, env *service.Env) error {
+	c := &s.cfg
+	conns := map[string]*grpc.ClientConn{}
+	for _, name := range []string{components.PodConfig, components.Statusd, components.NodeStatusd, components.RuntimeShim} {
+		cc, err := dial(c.Endpoint(name))
+		if err != nil {
+			return fmt.Errorf("%s endpoint: %w", name, err)
+		}
+		defer cc.Close()
+		conns[name] = cc
+	}
+	imgConn := conns[components.RuntimeShim]
+	if ep := c.ImageServiceEndpoint(); ep != c.Endpoint(components.RuntimeShim) {
+		cc, err := dial(ep)
+		if err != nil {
+			return fmt.Errorf("image endpoint: %w", err)
+		}
+		defer cc.Close()
+		imgConn = cc
+	}
+	rt := runtimeapi.NewRuntimeServiceClient(conns[components.RuntimeShim])
+	img := runtimeapi.NewImageServiceClient(imgConn)
+
+	// The runtime must answer before anything can be synced.
+	var runtimeName string
+	for backoff := 100 * time.Millisecond; ; backoff = min(backoff*2, 5*time.Second) {
+		vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		v, err := rt.Version(vctx, &runtimeapi.VersionRequest{})
+		cancel()
+		if err == nil {
+			runtimeName = strings.ToLower(v.RuntimeName)
+			env.Log.Info("runtime connected", "runtime", v.RuntimeName, "version", v.RuntimeVersion, "endpoint", c.Endpoint(components.RuntimeShim))
+			break
+		}
+		env.Log.Warn("runtime not answering; retrying", "endpoint", c.Endpoint(components.RuntimeShim), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+	rm := podruntime.NewManager(&timeoutRuntime{RuntimeServiceClient: rt, timeout: c.RuntimeTimeout}, img, podruntime.Options{
+		LogRoot:        c.PodLogsDir,
+		RuntimeName:    runtimeName,
+		BackoffInitial: c.BackoffInitial,
+		BackoffMax:     c.BackoffMax,
+		Log:            env.Log,
+	})
+	s.loop = syncloop.New(env.Log, rm, rt,
+		podconfigv1.NewPodConfigServiceClient(conns[components.PodConfig]),
+		statusdv1.NewStatusServiceClient(conns[components.Statusd]),
+		nodestatusv1.NewNodeStatusServiceClient(conns[components.NodeStatusd]),
+		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod})
 	env.Ready()
-	<-ctx.Done()
+	s.loop.Run(ctx)
 	return nil
+}
+
+// ListPodWorkers implements PodSyncService.
+func (s *Server) ListPodWorkers(context.Context, *podsyncv1.ListPodWorkersRequest) (*podsyncv1.ListPodWorkersResponse, error) {
+	resp := &podsyncv1.ListPodWorkersResponse{}
+	if s.loop == nil {
+		return resp, nil
+	}
+	for _, w := range s.loop.Workers() {
+		st := podsyncv1.WorkerState_WORKER_STATE_SYNCING
+		switch w.State {
+		case podworkers.Terminating:
+			st = podsyncv1.WorkerState_WORKER_STATE_TERMINATING
+		case podworkers.Terminated:
+			st = podsyncv1.WorkerState_WORKER_STATE_TERMINATED
+		}
+		resp.Workers = append(resp.Workers, &podsyncv1.PodWorker{PodUid: string(w.UID), Namespace: w.Namespace, Name: w.Name, State: st, LastError: w.LastError})
+	}
+	return resp, nil
+}
+
+// timeoutRuntime bounds every unary CRI call so a hung runtime cannot stall a
+// pod worker forever.
+type timeoutRuntime struct {
+	runtimeapi.RuntimeServiceClient
+	timeout time.Duration
+}
+
+func (t *timeoutRuntime) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, t.timeout)
+}
+
+// StopContainer allows the grace period on top of the timeout.
+func (t *timeoutRuntime) StopContainer(ctx context.Context, in *runtimeapi.StopContainerRequest, opts ...grpc.CallOption) (*runtimeapi.StopContainerResponse, error) {
+	cctx, cancel := context.WithTimeout(ctx, t.timeout+time.Duration(in.Timeout)*time.Second)
+	defer cancel()
+	return t.RuntimeServiceClient.StopContainer(cctx, in, opts...)
+}
+
+// CreateContainer bounds container creation.
+func (t *timeoutRuntime) CreateContainer(ctx context.Context, in *runtimeapi.CreateContainerRequest, opts ...grpc.CallOption) (*runtimeapi.CreateContainerResponse, error) {
+	cctx, cancel := t.ctx(ctx)
+	defer cancel()
+	return t.RuntimeServiceClient.CreateContainer(cctx, in, opts...)
+}
+
+// StartContainer bounds container start.
+func (t *timeoutRuntime) StartContainer(ctx context.Context, in *runtimeapi.StartContainerRequest, opts ...grpc.CallOption) (*runtimeapi.StartContainerResponse, error) {
+	cctx, cancel := t.ctx(ctx)
+	defer cancel()
+	return t.RuntimeServiceClient.StartContainer(cctx, in, opts...)
+}
+
+// RunPodSandbox bounds sandbox creation.
+func (t *timeoutRuntime) RunPodSandbox(ctx context.Context, in *runtimeapi.RunPodSandboxRequest, opts ...grpc.CallOption) (*runtimeapi.RunPodSandboxResponse, error) {
+	cctx, cancel := t.ctx(ctx)
+	defer cancel()
+	return t.RuntimeServiceClient.RunPodSandbox(cctx, in, opts...)
 }

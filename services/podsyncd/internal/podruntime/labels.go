@@ -1,0 +1,92 @@
+package podruntime
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"path/filepath"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Label and annotation keys, the same as the kubelet's so tools that know the
+// kubelet's conventions (crictl filters, log shippers) work unchanged.
+const (
+	LabelPodName        = "io.kubernetes.pod.name"
+	LabelPodNamespace   = "io.kubernetes.pod.namespace"
+	LabelPodUID         = "io.kubernetes.pod.uid"
+	LabelContainerName  = "io.kubernetes.container.name"
+	LabelContainerType  = "io.kubernetes.container.type"
+	AnnotationHash      = "io.kubernetes.container.hash"
+	AnnotationRestarts  = "io.kubernetes.container.restartCount"
+	AnnotationGrace     = "io.kubernetes.pod.terminationGracePeriod"
+	AnnotationTermPath  = "io.kubernetes.container.terminationMessagePath"
+	AnnotationPolicy    = "io.kubernetes.container.terminationMessagePolicy"
+	containerTypeInit   = "init"
+	containerTypeNormal = "container"
+)
+
+// sandboxLabels are the pod's labels plus the identity labels.
+func sandboxLabels(pod *corev1.Pod) map[string]string {
+	l := map[string]string{}
+	for k, v := range pod.Labels {
+		l[k] = v
+	}
+	l[LabelPodName] = pod.Name
+	l[LabelPodNamespace] = pod.Namespace
+	l[LabelPodUID] = string(pod.UID)
+	return l
+}
+
+func containerLabels(pod *corev1.Pod, c *corev1.Container, init bool) map[string]string {
+	t := containerTypeNormal
+	if init {
+		t = containerTypeInit
+	}
+	return map[string]string{
+		LabelPodName:       pod.Name,
+		LabelPodNamespace:  pod.Namespace,
+		LabelPodUID:        string(pod.UID),
+		LabelContainerName: c.Name,
+		LabelContainerType: t,
+	}
+}
+
+func containerAnnotations(pod *corev1.Pod, c *corev1.Container, restarts int) map[string]string {
+	a := map[string]string{
+		AnnotationHash:     HashContainer(c),
+		AnnotationRestarts: strconv.Itoa(restarts),
+		AnnotationTermPath: c.TerminationMessagePath,
+		AnnotationPolicy:   string(c.TerminationMessagePolicy),
+	}
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		a[AnnotationGrace] = strconv.FormatInt(*pod.Spec.TerminationGracePeriodSeconds, 10)
+	}
+	return a
+}
+
+// HashContainer fingerprints a container spec; a running container whose hash
+// differs from its spec's is restarted, as the kubelet does. Resources are left
+// out so a resize alone does not restart the container.
+func HashContainer(c *corev1.Container) string {
+	cc := c.DeepCopy()
+	cc.Resources = corev1.ResourceRequirements{}
+	cc.ResizePolicy = nil
+	data, _ := json.Marshal(cc)
+	h := fnv.New32a()
+	_, _ = h.Write(data)
+	return strconv.FormatUint(uint64(h.Sum32()), 16)
+}
+
+// PodLogDir is where a pod's container logs live: <root>/<ns>_<name>_<uid>,
+// the layout `kubectl logs` and log shippers expect.
+func PodLogDir(root, namespace, name string, uid types.UID) string {
+	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", namespace, name, uid))
+}
+
+// containerLogPath is relative to the pod log dir: <container>/<restart>.log.
+func containerLogPath(name string, restarts int) string {
+	return filepath.Join(name, fmt.Sprintf("%d.log", restarts))
+}

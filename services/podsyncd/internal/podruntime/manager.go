@@ -1,0 +1,569 @@
+package podruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+)
+
+// Waiting reasons, the kubelet's own strings.
+const (
+	ReasonCrashLoopBackOff     = "CrashLoopBackOff"
+	ReasonErrImagePull         = "ErrImagePull"
+	ReasonImagePullBackOff     = "ImagePullBackOff"
+	ReasonErrImageNeverPull    = "ErrImageNeverPull"
+	ReasonCreateConfigError    = "CreateContainerConfigError"
+	ReasonCreateContainerError = "CreateContainerError"
+	ReasonRunContainerError    = "RunContainerError"
+	ReasonPostStartHookError   = "PostStartHookError"
+)
+
+// Backoff defaults of the kubelet: 10 s doubling to 5 min.
+const (
+	DefaultBackoffInitial = 10 * time.Second
+	DefaultBackoffMax     = 5 * time.Minute
+	// minGracePeriod is the least a container gets to stop (the kubelet's 2 s).
+	minGracePeriod = 2
+)
+
+// Options configure a Manager.
+type Options struct {
+	// LogRoot is the directory under which pod log dirs are created.
+	LogRoot string
+	// RuntimeName prefixes container IDs in API statuses ("docker://<id>").
+	RuntimeName string
+	// BackoffInitial and BackoffMax bound CrashLoopBackOff (defaults 10 s, 5 min).
+	BackoffInitial, BackoffMax time.Duration
+	// ImagePullBackoffInitial and ImagePullBackoffMax bound ImagePullBackOff.
+	ImagePullBackoffInitial, ImagePullBackoffMax time.Duration
+	// Clock is injected for tests.
+	Clock clock.Clock
+	// Log is the logger.
+	Log *slog.Logger
+	// DNS is the resolver configuration handed to sandboxes.
+	DNS *runtimeapi.DNSConfig
+}
+
+// Reason is a container's waiting reason remembered between syncs.
+type Reason struct {
+	Reason  string
+	Message string
+}
+
+// Manager runs pods on a CRI runtime.
+type Manager struct {
+	rt    runtimeapi.RuntimeServiceClient
+	img   runtimeapi.ImageServiceClient
+	opts  Options
+	log   *slog.Logger
+	crash *flowcontrol.Backoff
+	pulls *flowcontrol.Backoff
+
+	mu      sync.Mutex
+	reasons map[types.UID]map[string]Reason
+}
+
+// NewManager returns a manager over the given CRI clients.
+func NewManager(rt runtimeapi.RuntimeServiceClient, img runtimeapi.ImageServiceClient, opts Options) *Manager {
+	if opts.BackoffInitial == 0 {
+		opts.BackoffInitial = DefaultBackoffInitial
+	}
+	if opts.BackoffMax == 0 {
+		opts.BackoffMax = DefaultBackoffMax
+	}
+	if opts.ImagePullBackoffInitial == 0 {
+		opts.ImagePullBackoffInitial = DefaultBackoffInitial
+	}
+	if opts.ImagePullBackoffMax == 0 {
+		opts.ImagePullBackoffMax = DefaultBackoffMax
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.RuntimeName == "" {
+		opts.RuntimeName = "cri"
+	}
+	return &Manager{
+		rt:      rt,
+		img:     img,
+		opts:    opts,
+		log:     opts.Log,
+		crash:   flowcontrol.NewFakeBackOff(opts.BackoffInitial, opts.BackoffMax, opts.Clock),
+		pulls:   flowcontrol.NewFakeBackOff(opts.ImagePullBackoffInitial, opts.ImagePullBackoffMax, opts.Clock),
+		reasons: map[types.UID]map[string]Reason{},
+	}
+}
+
+// ContainerID formats a runtime container ID for the API ("docker://<id>").
+func (m *Manager) ContainerID(id string) string { return m.opts.RuntimeName + "://" + id }
+
+// Reasons returns the remembered waiting reasons of a pod's containers.
+func (m *Manager) Reasons(uid types.UID) map[string]Reason {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]Reason{}
+	for k, v := range m.reasons[uid] {
+		out[k] = v
+	}
+	return out
+}
+
+func (m *Manager) setReason(uid types.UID, name string, r *Reason) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r == nil {
+		delete(m.reasons[uid], name)
+		return
+	}
+	if m.reasons[uid] == nil {
+		m.reasons[uid] = map[string]Reason{}
+	}
+	m.reasons[uid][name] = *r
+}
+
+// Forget drops what the manager remembers about a pod.
+func (m *Manager) Forget(uid types.UID) {
+	m.mu.Lock()
+	delete(m.reasons, uid)
+	m.mu.Unlock()
+}
+
+// Actions is what SyncPod must do for a pod (the kubelet's podActions).
+type Actions struct {
+	// KillPod stops everything and (with CreateSandbox) starts over.
+	KillPod bool
+	// CreateSandbox creates a new sandbox with SandboxAttempt.
+	CreateSandbox  bool
+	SandboxID      string
+	SandboxAttempt uint32
+	// NextInit is the index of the init container to start next, -1 for none.
+	NextInit int
+	// InitFailed is set when an init container failed and the pod may not retry.
+	InitFailed bool
+	// Start lists the indexes of regular containers to start.
+	Start []int
+	// Kill maps container IDs to kill to the reason.
+	Kill map[string]string
+}
+
+// restartAllowed says whether a container that exited with code may start again.
+func restartAllowed(pod *corev1.Pod, c *corev1.Container, exitCode int32) bool {
+	if c.RestartPolicy != nil {
+		switch *c.RestartPolicy {
+		case corev1.ContainerRestartPolicyAlways:
+			return true
+		case corev1.ContainerRestartPolicyOnFailure:
+			return exitCode != 0
+		case corev1.ContainerRestartPolicyNever:
+			return false
+		}
+	}
+	switch pod.Spec.RestartPolicy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return exitCode != 0
+	default:
+		return true
+	}
+}
+
+func isSidecar(c *corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
+// ComputePodActions compares the pod's spec with its runtime state.
+func (m *Manager) ComputePodActions(pod *corev1.Pod, st *PodStatus) Actions {
+	a := Actions{NextInit: -1, Kill: map[string]string{}}
+	sb := st.ReadySandbox()
+	hostNet := pod.Spec.HostNetwork
+	switch {
+	case sb == nil:
+		a.CreateSandbox = true
+		a.KillPod = len(st.Running()) > 0 || len(st.Sandboxes) > 0
+		if len(st.Sandboxes) > 0 {
+			a.SandboxAttempt = st.Sandboxes[0].Attempt + 1
+		}
+	case sb.HostNet != hostNet:
+		a.CreateSandbox, a.KillPod = true, true
+		a.SandboxAttempt = sb.Attempt + 1
+	default:
+		a.SandboxID = sb.ID
+	}
+	if a.CreateSandbox {
+		// A new sandbox after the pod already ran to completion is not wanted.
+		if len(st.Sandboxes) > 0 && pod.Spec.RestartPolicy != corev1.RestartPolicyAlways && allRegularDone(pod, st) {
+			a.CreateSandbox = false
+			a.KillPod = len(st.Running()) > 0
+			return a
+		}
+		if len(pod.Spec.InitContainers) > 0 {
+			a.NextInit = 0
+		} else {
+			for i := range pod.Spec.Containers {
+				a.Start = append(a.Start, i)
+			}
+		}
+		return a
+	}
+
+	// Init containers run one at a time, in order; sidecars keep running.
+	initDone := true
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		cs := st.Latest(c.Name)
+		if isSidecar(c) {
+			if cs == nil || cs.State == StateExited {
+				initDone = false
+				a.NextInit = i
+				break
+			}
+			if cs.Hash != HashContainer(c) && cs.State == StateRunning {
+				a.Kill[cs.ID] = "container spec changed"
+			}
+			continue
+		}
+		if cs == nil {
+			initDone = false
+			a.NextInit = i
+			break
+		}
+		if cs.State == StateRunning || cs.State == StateCreated {
+			initDone = false
+			break
+		}
+		if cs.State == StateExited && cs.ExitCode == 0 {
+			continue
+		}
+		initDone = false
+		if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+			a.InitFailed = true
+		} else {
+			a.NextInit = i
+		}
+		break
+	}
+	if !initDone {
+		return a
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		cs := st.Latest(c.Name)
+		switch {
+		case cs == nil:
+			a.Start = append(a.Start, i)
+		case cs.State == StateRunning:
+			if cs.Hash != HashContainer(c) {
+				a.Kill[cs.ID] = fmt.Sprintf("Container %s definition changed", c.Name)
+				a.Start = append(a.Start, i)
+			}
+		case cs.State == StateExited:
+			if restartAllowed(pod, c, cs.ExitCode) {
+				a.Start = append(a.Start, i)
+			}
+		case cs.State == StateCreated:
+			// Created but never started (e.g. start failed): retry the start.
+			a.Start = append(a.Start, i)
+		}
+	}
+	return a
+}
+
+func allRegularDone(pod *corev1.Pod, st *PodStatus) bool {
+	for i := range pod.Spec.Containers {
+		cs := st.Latest(pod.Spec.Containers[i].Name)
+		if cs == nil || cs.State != StateExited || restartAllowed(pod, &pod.Spec.Containers[i], cs.ExitCode) {
+			return false
+		}
+	}
+	return true
+}
+
+// SyncResult reports what a SyncPod did.
+type SyncResult struct {
+	// Requeue asks for another sync after this long (a backoff expires), 0 for none.
+	Requeue time.Duration
+	// Errors met; the pod's next sync retries.
+	Errors []error
+}
+
+func (r *SyncResult) fail(err error) { r.Errors = append(r.Errors, err) }
+
+func (r *SyncResult) requeue(d time.Duration) {
+	if d > 0 && (r.Requeue == 0 || d < r.Requeue) {
+		r.Requeue = d
+	}
+}
+
+// Err joins the errors.
+func (r *SyncResult) Err() error { return errors.Join(r.Errors...) }
+
+// SyncPod makes the runtime match the pod.
+func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) SyncResult {
+	var res SyncResult
+	a := m.ComputePodActions(pod, st)
+	if a.KillPod {
+		if err := m.KillPod(ctx, pod, st, nil); err != nil {
+			res.fail(err)
+			return res
+		}
+	}
+	for id, why := range a.Kill {
+		m.log.Info("killing container", "pod", podRef(pod), "container", id, "reason", why)
+		if err := m.killContainer(ctx, pod, id, nameOf(st, id), nil); err != nil {
+			res.fail(err)
+		}
+	}
+	sandboxID := a.SandboxID
+	if a.CreateSandbox {
+		id, err := m.createSandbox(ctx, pod, a.SandboxAttempt)
+		if err != nil {
+			res.fail(fmt.Errorf("create sandbox: %w", err))
+			return res
+		}
+		sandboxID = id
+		// The fresh sandbox has no containers: start from a clean status.
+		st = &PodStatus{UID: pod.UID, Sandboxes: []SandboxStatus{{ID: id, Ready: true, Attempt: a.SandboxAttempt}}}
+	}
+	if sandboxID == "" {
+		return res
+	}
+	sbConfig := m.sandboxConfig(pod, a.SandboxAttempt)
+	if a.NextInit >= 0 {
+		c := &pod.Spec.InitContainers[a.NextInit]
+		m.startOne(ctx, pod, c, true, st, sandboxID, sbConfig, &res)
+		return res
+	}
+	for _, i := range a.Start {
+		m.startOne(ctx, pod, &pod.Spec.Containers[i], false, st, sandboxID, sbConfig, &res)
+	}
+	return res
+}
+
+func nameOf(st *PodStatus, id string) string {
+	for _, c := range st.Containers {
+		if c.ID == id {
+			return c.Name
+		}
+	}
+	return ""
+}
+
+func podRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// backoffKey is stable across restarts of the same container spec.
+func backoffKey(pod *corev1.Pod, c *corev1.Container) string {
+	return string(pod.UID) + "_" + c.Name + "_" + HashContainer(c)
+}
+
+func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Container, init bool, st *PodStatus, sandboxID string, sbConfig *runtimeapi.PodSandboxConfig, res *SyncResult) {
+	prev := st.Latest(c.Name)
+	restarts := 0
+	if prev != nil {
+		restarts = prev.Attempt + 1
+		if prev.State == StateExited {
+			key := backoffKey(pod, c)
+			if m.crash.IsInBackOffSince(key, prev.FinishedAt) {
+				wait := m.crash.Get(key)
+				msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", wait, c.Name, pod.Name, pod.Namespace, pod.UID)
+				m.setReason(pod.UID, c.Name, &Reason{ReasonCrashLoopBackOff, msg})
+				res.requeue(prev.FinishedAt.Add(wait).Sub(m.opts.Clock.Now()) + 100*time.Millisecond)
+				return
+			}
+			m.crash.Next(key, prev.FinishedAt)
+		}
+		if prev.State == StateCreated {
+			restarts = prev.Attempt
+			// Remove the never-started instance before creating the next one.
+			_, _ = m.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: prev.ID})
+		}
+	}
+	imageRef, err := m.ensureImage(ctx, pod, c)
+	if err != nil {
+		res.fail(err)
+		return
+	}
+	cfg, err := m.containerConfig(pod, c, init, restarts, imageRef)
+	if err != nil {
+		m.setReason(pod.UID, c.Name, &Reason{ReasonCreateConfigError, err.Error()})
+		res.fail(err)
+		return
+	}
+	created, err := m.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sbConfig})
+	if err != nil {
+		m.setReason(pod.UID, c.Name, &Reason{ReasonCreateContainerError, err.Error()})
+		res.fail(fmt.Errorf("create container %s: %w", c.Name, err))
+		return
+	}
+	if _, err := m.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
+		m.setReason(pod.UID, c.Name, &Reason{ReasonRunContainerError, err.Error()})
+		res.fail(fmt.Errorf("start container %s: %w", c.Name, err))
+		return
+	}
+	m.setReason(pod.UID, c.Name, nil)
+	m.log.Info("started container", "pod", podRef(pod), "container", c.Name, "id", created.ContainerId, "restarts", restarts)
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		if msg, err := m.runHandler(ctx, pod, c, created.ContainerId, c.Lifecycle.PostStart, 0); err != nil {
+			m.log.Warn("postStart hook failed; killing container", "pod", podRef(pod), "container", c.Name, "err", err)
+			m.setReason(pod.UID, c.Name, &Reason{ReasonPostStartHookError, msg})
+			_ = m.killContainer(ctx, pod, created.ContainerId, c.Name, nil)
+			res.fail(fmt.Errorf("postStart hook of %s: %w", c.Name, err))
+		}
+	}
+}
+
+// ensureImage pulls the image as imagePullPolicy says.
+func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container) (string, error) {
+	spec := &runtimeapi.ImageSpec{Image: c.Image}
+	policy := c.ImagePullPolicy
+	if policy == "" {
+		policy = corev1.PullIfNotPresent
+	}
+	present := ""
+	if policy != corev1.PullAlways {
+		st, err := m.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec})
+		if err == nil && st.Image != nil {
+			present = st.Image.Id
+		}
+	}
+	if present != "" {
+		return present, nil
+	}
+	if policy == corev1.PullNever {
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		m.setReason(pod.UID, c.Name, &Reason{ReasonErrImageNeverPull, msg})
+		return "", errors.New(msg)
+	}
+	key := "pull_" + string(pod.UID) + "_" + c.Image
+	now := m.opts.Clock.Now()
+	if m.pulls.IsInBackOffSinceUpdate(key, now) {
+		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		m.setReason(pod.UID, c.Name, &Reason{ReasonImagePullBackOff, msg})
+		return "", errors.New(msg)
+	}
+	resp, err := m.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec})
+	if err != nil {
+		m.pulls.Next(key, now)
+		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
+		m.setReason(pod.UID, c.Name, &Reason{ReasonErrImagePull, msg})
+		return "", errors.New(msg)
+	}
+	m.pulls.Reset(key)
+	return resp.ImageRef, nil
+}
+
+// KillPod stops every running container (preStop hooks first, within the
+// grace period) and then the sandboxes. grace overrides the pod's own period.
+func (m *Manager) KillPod(ctx context.Context, pod *corev1.Pod, st *PodStatus, grace *int64) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(st.Containers)+len(st.Sandboxes))
+	for _, c := range st.Running() {
+		wg.Add(1)
+		go func(c ContainerStatus) {
+			defer wg.Done()
+			if err := m.killContainer(ctx, pod, c.ID, c.Name, grace); err != nil {
+				errs <- err
+			}
+		}(c)
+	}
+	wg.Wait()
+	for _, sb := range st.Sandboxes {
+		if !sb.Ready {
+			continue
+		}
+		if _, err := m.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.ID}); err != nil {
+			errs <- fmt.Errorf("stop sandbox %s: %w", sb.ID, err)
+		}
+	}
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// RemovePod deletes every container and sandbox of a stopped pod.
+func (m *Manager) RemovePod(ctx context.Context, st *PodStatus) error {
+	var all []error
+	for _, c := range st.Containers {
+		if _, err := m.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: c.ID}); err != nil {
+			all = append(all, err)
+		}
+	}
+	for _, sb := range st.Sandboxes {
+		if _, err := m.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.ID}); err != nil {
+			all = append(all, err)
+		}
+	}
+	return errors.Join(all...)
+}
+
+// gracePeriod is the pod's termination grace: the deletion grace period when
+// set, else the spec's, else 30 s; never below the kubelet's 2 s minimum.
+func gracePeriod(pod *corev1.Pod, override *int64) int64 {
+	g := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	switch {
+	case override != nil:
+		g = *override
+	case pod != nil && pod.DeletionGracePeriodSeconds != nil:
+		g = *pod.DeletionGracePeriodSeconds
+	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
+		g = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if g < minGracePeriod {
+		g = minGracePeriod
+	}
+	return g
+}
+
+func findContainer(pod *corev1.Pod, name string) *corev1.Container {
+	if pod == nil {
+		return nil
+	}
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	return nil
+}
+
+// killContainer runs the preStop hook (bounded by the grace period), then
+// stops the container with what is left of it.
+func (m *Manager) killContainer(ctx context.Context, pod *corev1.Pod, id, name string, grace *int64) error {
+	g := gracePeriod(pod, grace)
+	start := m.opts.Clock.Now()
+	if c := findContainer(pod, name); c != nil && c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		hctx, cancel := context.WithTimeout(ctx, time.Duration(g)*time.Second)
+		if _, err := m.runHandler(hctx, pod, c, id, c.Lifecycle.PreStop, time.Duration(g)*time.Second); err != nil {
+			m.log.Warn("preStop hook failed", "pod", podRef(pod), "container", name, "err", err)
+		}
+		cancel()
+		g -= int64(m.opts.Clock.Since(start).Seconds())
+		if g < minGracePeriod {
+			g = minGracePeriod
+		}
+	}
+	if _, err := m.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: g}); err != nil {
+		return fmt.Errorf("stop container %s (%s): %w", name, id, err)
+	}
+	return nil
+}

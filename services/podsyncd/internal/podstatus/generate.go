@@ -1,0 +1,350 @@
+package podstatus
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
+)
+
+// Input is everything Generate needs.
+type Input struct {
+	Pod     *corev1.Pod
+	Runtime *podruntime.PodStatus
+	// Reasons are remembered waiting reasons by container name.
+	Reasons map[string]podruntime.Reason
+	// ContainerID formats runtime IDs ("docker://<id>").
+	ContainerID func(string) string
+	// Terminal is set once the pod worker has finished the pod.
+	Terminal bool
+	// HostIPs of the node.
+	HostIPs []string
+	// Now stamps new conditions.
+	Now time.Time
+	// Previous is the last status generated, to keep transition times.
+	Previous *corev1.PodStatus
+}
+
+// Generate builds the API status.
+func Generate(in Input) corev1.PodStatus {
+	pod := in.Pod
+	st := corev1.PodStatus{QOSClass: qosClass(pod)}
+	if sb := in.Runtime.ReadySandbox(); sb != nil && !pod.Spec.HostNetwork {
+		st.PodIP = sb.IP
+		for _, ip := range sb.IPs {
+			st.PodIPs = append(st.PodIPs, corev1.PodIP{IP: ip})
+		}
+	}
+	if len(in.HostIPs) > 0 {
+		st.HostIP = in.HostIPs[0]
+		for _, ip := range in.HostIPs {
+			st.HostIPs = append(st.HostIPs, corev1.HostIP{IP: ip})
+		}
+		if pod.Spec.HostNetwork {
+			st.PodIP = st.HostIP
+			st.PodIPs = []corev1.PodIP{{IP: st.HostIP}}
+		}
+	}
+	if in.Previous != nil && in.Previous.StartTime != nil {
+		st.StartTime = in.Previous.StartTime
+	} else if len(in.Runtime.Sandboxes) > 0 || len(in.Runtime.Containers) > 0 {
+		t := metav1.NewTime(in.Now.Truncate(time.Second))
+		st.StartTime = &t
+	}
+	st.InitContainerStatuses = containerStatuses(in, pod.Spec.InitContainers, true)
+	st.ContainerStatuses = containerStatuses(in, pod.Spec.Containers, false)
+	st.Phase = Phase(pod, st.InitContainerStatuses, st.ContainerStatuses)
+	if in.Terminal && st.Phase != corev1.PodSucceeded && st.Phase != corev1.PodFailed {
+		st.Phase = corev1.PodFailed
+		if allSucceeded(st.ContainerStatuses) {
+			st.Phase = corev1.PodSucceeded
+		}
+	}
+	st.Conditions = conditions(in, &st)
+	return st
+}
+
+func allSucceeded(cs []corev1.ContainerStatus) bool {
+	for _, c := range cs {
+		if c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 {
+			return false
+		}
+	}
+	return len(cs) > 0
+}
+
+func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.ContainerStatus {
+	var out []corev1.ContainerStatus
+	pendingInit := false
+	if !init {
+		pendingInit = !initDone(in)
+	}
+	for i := range specs {
+		c := &specs[i]
+		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image}
+		latest := in.Runtime.Latest(c.Name)
+		reason, hasReason := in.Reasons[c.Name]
+		if latest != nil {
+			cs.ContainerID = in.ContainerID(latest.ID)
+			cs.ImageID = latest.ImageRef
+			cs.RestartCount = int32(latest.Attempt)
+			switch latest.State {
+			case podruntime.StateRunning:
+				cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(latest.StartedAt)}
+				started := true
+				cs.Started = &started
+				cs.Ready = true
+			case podruntime.StateExited:
+				term := terminated(in, latest)
+				if hasReason || restarting(in.Pod, c, latest) && !in.Terminal {
+					cs.LastTerminationState.Terminated = term
+					w := &corev1.ContainerStateWaiting{Reason: reason.Reason, Message: reason.Message}
+					if !hasReason {
+						w.Reason = "ContainerCreating"
+					}
+					cs.State.Waiting = w
+				} else {
+					cs.State.Terminated = term
+				}
+				started := false
+				cs.Started = &started
+			default:
+				cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+			}
+			if cs.LastTerminationState.Terminated == nil && latest.State != podruntime.StateExited {
+				if prev := in.Runtime.Previous(c.Name); prev != nil && prev.State == podruntime.StateExited {
+					cs.LastTerminationState.Terminated = terminated(in, prev)
+				}
+			}
+		} else {
+			w := &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+			if pendingInit {
+				w.Reason = "PodInitializing"
+			}
+			if hasReason {
+				w.Reason, w.Message = reason.Reason, reason.Message
+			}
+			cs.State.Waiting = w
+			started := false
+			cs.Started = &started
+		}
+		out = append(out, cs)
+	}
+	return out
+}
+
+func restarting(pod *corev1.Pod, c *corev1.Container, cs *podruntime.ContainerStatus) bool {
+	if c.RestartPolicy != nil {
+		switch *c.RestartPolicy {
+		case corev1.ContainerRestartPolicyAlways:
+			return true
+		case corev1.ContainerRestartPolicyOnFailure:
+			return cs.ExitCode != 0
+		default:
+			return false
+		}
+	}
+	switch pod.Spec.RestartPolicy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return cs.ExitCode != 0
+	}
+	return true
+}
+
+func terminated(in Input, c *podruntime.ContainerStatus) *corev1.ContainerStateTerminated {
+	t := &corev1.ContainerStateTerminated{
+		ExitCode:    c.ExitCode,
+		Reason:      c.Reason,
+		Message:     c.Message,
+		StartedAt:   metav1.NewTime(c.StartedAt),
+		FinishedAt:  metav1.NewTime(c.FinishedAt),
+		ContainerID: in.ContainerID(c.ID),
+	}
+	if t.Reason == "" {
+		t.Reason = "Error"
+		if c.ExitCode == 0 {
+			t.Reason = "Completed"
+		}
+	}
+	return t
+}
+
+func initDone(in Input) bool {
+	for i := range in.Pod.Spec.InitContainers {
+		c := &in.Pod.Spec.InitContainers[i]
+		cs := in.Runtime.Latest(c.Name)
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			if cs == nil || cs.State != podruntime.StateRunning {
+				return false
+			}
+			continue
+		}
+		if cs == nil || cs.State != podruntime.StateExited || cs.ExitCode != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Phase is upstream's getPhase.
+func Phase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus) corev1.PodPhase {
+	pendingInit := false
+	for i, s := range initStatuses {
+		spec := &pod.Spec.InitContainers[i]
+		if spec.RestartPolicy != nil && *spec.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			if s.State.Running == nil {
+				pendingInit = true
+			}
+			continue
+		}
+		switch {
+		case s.State.Running != nil:
+			pendingInit = true
+		case s.State.Terminated != nil:
+			if s.State.Terminated.ExitCode != 0 {
+				if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+					return corev1.PodFailed
+				}
+				pendingInit = true
+			}
+		case s.State.Waiting != nil:
+			if s.LastTerminationState.Terminated != nil && s.LastTerminationState.Terminated.ExitCode == 0 {
+				continue
+			}
+			pendingInit = true
+		default:
+			pendingInit = true
+		}
+	}
+	var running, waiting, stopped, succeeded int
+	for _, s := range statuses {
+		switch {
+		case s.State.Running != nil:
+			running++
+		case s.State.Terminated != nil:
+			stopped++
+			if s.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case s.State.Waiting != nil:
+			if s.LastTerminationState.Terminated != nil {
+				stopped++
+			} else {
+				waiting++
+			}
+		default:
+			waiting++
+		}
+	}
+	switch {
+	case pendingInit:
+		return corev1.PodPending
+	case waiting > 0:
+		return corev1.PodPending
+	case running > 0:
+		return corev1.PodRunning
+	case stopped > 0:
+		if pod.Spec.RestartPolicy == corev1.RestartPolicyAlways {
+			return corev1.PodRunning
+		}
+		if stopped == succeeded {
+			return corev1.PodSucceeded
+		}
+		if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+			return corev1.PodFailed
+		}
+		return corev1.PodRunning
+	default:
+		return corev1.PodPending
+	}
+}
+
+func conditions(in Input, st *corev1.PodStatus) []corev1.PodCondition {
+	now := metav1.NewTime(in.Now.Truncate(time.Second))
+	prev := map[corev1.PodConditionType]corev1.PodCondition{}
+	if in.Previous != nil {
+		for _, c := range in.Previous.Conditions {
+			prev[c.Type] = c
+		}
+	}
+	mk := func(t corev1.PodConditionType, ok bool, reason string) corev1.PodCondition {
+		s := corev1.ConditionFalse
+		if ok {
+			s = corev1.ConditionTrue
+			reason = ""
+		}
+		c := corev1.PodCondition{Type: t, Status: s, Reason: reason, LastTransitionTime: now}
+		if p, found := prev[t]; found && p.Status == s {
+			c.LastTransitionTime = p.LastTransitionTime
+		}
+		return c
+	}
+	terminal := st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed
+	sandboxReady := in.Runtime.ReadySandbox() != nil && !terminal
+	initialized := initDone(in) || (terminal && allInitSucceeded(st.InitContainerStatuses))
+	containersReady := !terminal && len(st.ContainerStatuses) > 0
+	for _, cs := range st.ContainerStatuses {
+		if !cs.Ready {
+			containersReady = false
+		}
+	}
+	readyReason := "ContainersNotReady"
+	if terminal {
+		readyReason = "PodCompleted"
+	}
+	initReason := "ContainersNotInitialized"
+	if terminal {
+		initReason = "PodCompleted"
+	}
+	return []corev1.PodCondition{
+		mk(corev1.PodReadyToStartContainers, sandboxReady, ""),
+		mk(corev1.PodInitialized, initialized, initReason),
+		mk(corev1.ContainersReady, containersReady, readyReason),
+		mk(corev1.PodReady, containersReady, readyReason),
+		mk(corev1.PodScheduled, true, ""),
+	}
+}
+
+func allInitSucceeded(cs []corev1.ContainerStatus) bool {
+	for _, c := range cs {
+		if c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 {
+			if c.State.Running == nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// qosClass is the pod's QoS class from its requests and limits.
+func qosClass(pod *corev1.Pod) corev1.PodQOSClass {
+	if pod.Status.QOSClass != "" {
+		return pod.Status.QOSClass
+	}
+	guaranteed, any := true, false
+	all := append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
+	for _, c := range all {
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			req, hasReq := c.Resources.Requests[r]
+			lim, hasLim := c.Resources.Limits[r]
+			if hasReq && !req.IsZero() || hasLim && !lim.IsZero() {
+				any = true
+			}
+			if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !any:
+		return corev1.PodQOSBestEffort
+	case guaranteed:
+		return corev1.PodQOSGuaranteed
+	default:
+		return corev1.PodQOSBurstable
+	}
+}

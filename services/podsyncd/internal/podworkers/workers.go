@@ -1,0 +1,256 @@
+package podworkers
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// State is a worker's lifecycle stage.
+type State int
+
+// Worker states.
+const (
+	Syncing State = iota
+	Terminating
+	Terminated
+)
+
+func (s State) String() string {
+	return [...]string{"syncing", "terminating", "terminated"}[s]
+}
+
+// Handler does the work for one pod; the workers call it serially per pod.
+type Handler interface {
+	// SyncPod makes the pod run; terminal reports that it finished for good.
+	SyncPod(ctx context.Context, pod *corev1.Pod) (terminal bool, requeue time.Duration, err error)
+	// SyncTerminatingPod stops the pod's containers within grace (nil: the pod's own).
+	SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace *int64) error
+	// SyncTerminatedPod cleans up; remove is set when the pod is gone from the config.
+	SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bool) error
+}
+
+// Info describes a worker for ListPodWorkers.
+type Info struct {
+	UID       types.UID
+	Namespace string
+	Name      string
+	State     State
+	LastError string
+}
+
+type worker struct {
+	notify chan struct{}
+
+	mu      sync.Mutex
+	pod     *corev1.Pod
+	state   State
+	kill    bool // terminate now (REMOVE or DELETE)
+	remove  bool // gone from the config: clean up and exit
+	grace   *int64
+	lastErr string
+	timer   *time.Timer
+}
+
+// Workers owns the per-pod workers.
+type Workers struct {
+	ctx    context.Context
+	h      Handler
+	log    *slog.Logger
+	resync time.Duration
+
+	mu      sync.Mutex
+	workers map[types.UID]*worker
+	wg      sync.WaitGroup
+}
+
+// New returns workers that resync every pod at least every resync.
+func New(ctx context.Context, h Handler, log *slog.Logger, resync time.Duration) *Workers {
+	return &Workers{ctx: ctx, h: h, log: log, resync: resync, workers: map[types.UID]*worker{}}
+}
+
+// Sync starts or updates the worker of pod.
+func (w *Workers) Sync(pod *corev1.Pod) { w.update(pod, false, false, nil) }
+
+// Terminate starts graceful termination (a deletion timestamp appeared).
+func (w *Workers) Terminate(pod *corev1.Pod, grace *int64) { w.update(pod, true, false, grace) }
+
+// Remove kills the pod and forgets it once cleaned up (it left the config).
+func (w *Workers) Remove(pod *corev1.Pod) { w.update(pod, true, true, nil) }
+
+// Trigger asks the pod's worker to sync again (a runtime event).
+func (w *Workers) Trigger(uid types.UID) {
+	w.mu.Lock()
+	wk := w.workers[uid]
+	w.mu.Unlock()
+	if wk != nil {
+		wk.poke()
+	}
+}
+
+// Has reports whether a worker exists for uid.
+func (w *Workers) Has(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.workers[uid] != nil
+}
+
+// List returns every worker.
+func (w *Workers) List() []Info {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]Info, 0, len(w.workers))
+	for uid, wk := range w.workers {
+		wk.mu.Lock()
+		out = append(out, Info{UID: uid, Namespace: wk.pod.Namespace, Name: wk.pod.Name, State: wk.state, LastError: wk.lastErr})
+		wk.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Wait blocks until every worker has exited (after ctx ends).
+func (w *Workers) Wait() { w.wg.Wait() }
+
+func (w *Workers) update(pod *corev1.Pod, kill, remove bool, grace *int64) {
+	w.mu.Lock()
+	wk := w.workers[pod.UID]
+	if wk == nil {
+		wk = &worker{notify: make(chan struct{}, 1), pod: pod}
+		w.workers[pod.UID] = wk
+		w.wg.Add(1)
+		go w.run(pod.UID, wk)
+	}
+	w.mu.Unlock()
+	wk.mu.Lock()
+	wk.pod = pod
+	if kill {
+		wk.kill = true
+		if grace != nil {
+			wk.grace = grace
+		}
+	}
+	if remove {
+		wk.remove = true
+	}
+	wk.mu.Unlock()
+	wk.poke()
+}
+
+func (wk *worker) poke() {
+	select {
+	case wk.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Workers) run(uid types.UID, wk *worker) {
+	defer w.wg.Done()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-wk.notify:
+		}
+		if done := w.step(uid, wk); done {
+			w.mu.Lock()
+			delete(w.workers, uid)
+			w.mu.Unlock()
+			return
+		}
+	}
+}
+
+// step advances the pod as far as it can go now; it reports true when the
+// worker is finished and should exit.
+func (w *Workers) step(uid types.UID, wk *worker) bool {
+	for {
+		wk.mu.Lock()
+		pod, state, kill, remove, grace := wk.pod, wk.state, wk.kill, wk.remove, wk.grace
+		wk.mu.Unlock()
+		ctx := w.ctx
+		switch state {
+		case Syncing:
+			if kill {
+				w.setState(wk, Terminating, "")
+				continue
+			}
+			terminal, requeue, err := w.h.SyncPod(ctx, pod)
+			w.setErr(wk, err)
+			if err != nil {
+				w.log.Warn("sync failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+			}
+			if terminal {
+				w.setState(wk, Terminating, "")
+				continue
+			}
+			next := w.resync
+			if err != nil && next > time.Second {
+				next = time.Second
+			}
+			if requeue > 0 && requeue < next {
+				next = requeue
+			}
+			w.later(wk, next)
+			return false
+		case Terminating:
+			if err := w.h.SyncTerminatingPod(ctx, pod, grace); err != nil {
+				w.setErr(wk, err)
+				w.log.Warn("terminating failed; retrying", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+				if ctx.Err() != nil {
+					return false
+				}
+				w.later(wk, time.Second)
+				return false
+			}
+			w.setState(wk, Terminated, "")
+			continue
+		case Terminated:
+			if err := w.h.SyncTerminatedPod(ctx, pod, remove || kill); err != nil {
+				w.setErr(wk, err)
+				if ctx.Err() != nil {
+					return false
+				}
+				w.later(wk, time.Second)
+				return false
+			}
+			w.setErr(wk, nil)
+			return remove
+		}
+	}
+}
+
+func (w *Workers) setState(wk *worker, s State, errText string) {
+	wk.mu.Lock()
+	wk.state = s
+	wk.lastErr = errText
+	wk.mu.Unlock()
+}
+
+func (w *Workers) setErr(wk *worker, err error) {
+	wk.mu.Lock()
+	wk.lastErr = ""
+	if err != nil {
+		wk.lastErr = err.Error()
+	}
+	wk.mu.Unlock()
+}
+
+func (w *Workers) later(wk *worker, d time.Duration) {
+	wk.mu.Lock()
+	defer wk.mu.Unlock()
+	if wk.timer != nil {
+		wk.timer.Stop()
+	}
+	wk.timer = time.AfterFunc(d, wk.poke)
+}

@@ -1,0 +1,142 @@
+package podworkers
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// recorder is a Handler that records calls and checks no call for one pod
+// overlaps another for the same pod.
+type recorder struct {
+	mu       sync.Mutex
+	calls    map[types.UID][]string
+	active   map[types.UID]bool
+	overlap  bool
+	terminal map[types.UID]bool
+}
+
+func newRecorder() *recorder {
+	return &recorder{calls: map[types.UID][]string{}, active: map[types.UID]bool{}, terminal: map[types.UID]bool{}}
+}
+
+func (r *recorder) enter(uid types.UID, what string) func() {
+	r.mu.Lock()
+	if r.active[uid] {
+		r.overlap = true
+	}
+	r.active[uid] = true
+	r.calls[uid] = append(r.calls[uid], what)
+	r.mu.Unlock()
+	time.Sleep(2 * time.Millisecond)
+	return func() {
+		r.mu.Lock()
+		r.active[uid] = false
+		r.mu.Unlock()
+	}
+}
+
+func (r *recorder) SyncPod(_ context.Context, pod *corev1.Pod) (bool, time.Duration, error) {
+	defer r.enter(pod.UID, "sync")()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.terminal[pod.UID], 0, nil
+}
+
+func (r *recorder) SyncTerminatingPod(_ context.Context, pod *corev1.Pod, _ *int64) error {
+	defer r.enter(pod.UID, "terminating")()
+	return nil
+}
+
+func (r *recorder) SyncTerminatedPod(_ context.Context, pod *corev1.Pod, remove bool) error {
+	what := "terminated"
+	if remove {
+		what = "terminated+remove"
+	}
+	defer r.enter(pod.UID, what)()
+	return nil
+}
+
+func (r *recorder) get(uid types.UID) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.calls[uid]...)
+}
+
+func pod(uid string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: uid, Namespace: "default"}}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := newRecorder()
+	w := New(ctx, r, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour)
+
+	// A pod synced many times, then removed: syncs, one termination, removal, and the worker is gone.
+	p := pod("a")
+	for i := 0; i < 20; i++ {
+		w.Sync(p)
+	}
+	waitFor(t, "first sync", func() bool { return len(r.get("a")) > 0 })
+	w.Remove(p)
+	waitFor(t, "worker gone", func() bool { return !w.Has("a") })
+	calls := r.get("a")
+	last3 := calls[len(calls)-2:]
+	if last3[0] != "terminating" || last3[1] != "terminated+remove" {
+		t.Fatalf("calls = %v, want ... terminating, terminated+remove", calls)
+	}
+	for _, c := range calls[:len(calls)-2] {
+		if c != "sync" {
+			t.Fatalf("calls = %v: a sync after termination started", calls)
+		}
+	}
+
+	// A pod that finishes on its own goes terminating → terminated and stays listed.
+	r.mu.Lock()
+	r.terminal["b"] = true
+	r.mu.Unlock()
+	w.Sync(pod("b"))
+	waitFor(t, "b terminated", func() bool {
+		for _, i := range w.List() {
+			if i.UID == "b" && i.State == Terminated {
+				return true
+			}
+		}
+		return false
+	})
+	if got := r.get("b"); len(got) != 3 || got[0] != "sync" || got[1] != "terminating" || got[2] != "terminated" {
+		t.Fatalf("b calls = %v", got)
+	}
+	// Syncing a terminated pod again never restarts it.
+	w.Sync(pod("b"))
+	time.Sleep(50 * time.Millisecond)
+	for _, c := range r.get("b")[3:] {
+		if c == "sync" || c == "terminating" {
+			t.Fatalf("terminated pod synced again: %v", r.get("b"))
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.overlap {
+		t.Fatal("two calls for one pod overlapped")
+	}
+}

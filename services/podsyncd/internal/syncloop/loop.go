@@ -1,0 +1,478 @@
+package syncloop
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
+	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
+	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
+	"github.com/microlet/microlet/services/podsyncd/internal/admission"
+	"github.com/microlet/microlet/services/podsyncd/internal/desired"
+	"github.com/microlet/microlet/services/podsyncd/internal/pleg"
+	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
+	"github.com/microlet/microlet/services/podsyncd/internal/podstatus"
+	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
+)
+
+// Options tune the loop; zero values take the kubelet's defaults.
+type Options struct {
+	ResyncPeriod       time.Duration // per-pod resync (10 s)
+	RelistPeriod       time.Duration // PLEG relist (1 s)
+	HousekeepingPeriod time.Duration // housekeeping (2 s)
+	// MaxDeadPerContainer is how many exited instances of one container are kept (1).
+	MaxDeadPerContainer int
+	Clock               clock.Clock
+}
+
+// Loop is the sync loop.
+type Loop struct {
+	opts    Options
+	log     *slog.Logger
+	rm      *podruntime.Manager
+	rt      runtimeapi.RuntimeServiceClient
+	podcfg  podconfigv1.PodConfigServiceClient
+	status  statusdv1.StatusServiceClient
+	nodes   nodestatusv1.NodeStatusServiceClient
+	store   *desired.Store
+	workers *podworkers.Workers
+
+	mu       sync.Mutex
+	admitted map[types.UID]*corev1.Pod
+	rejected map[types.UID]bool
+	last     map[types.UID]*corev1.PodStatus
+	node     *corev1.Node
+	nodeAt   time.Time
+}
+
+// New builds a loop over the given clients.
+func New(log *slog.Logger, rm *podruntime.Manager, rt runtimeapi.RuntimeServiceClient, podcfg podconfigv1.PodConfigServiceClient,
+	status statusdv1.StatusServiceClient, nodes nodestatusv1.NodeStatusServiceClient, opts Options) *Loop {
+	if opts.ResyncPeriod == 0 {
+		opts.ResyncPeriod = 10 * time.Second
+	}
+	if opts.RelistPeriod == 0 {
+		opts.RelistPeriod = time.Second
+	}
+	if opts.HousekeepingPeriod == 0 {
+		opts.HousekeepingPeriod = 2 * time.Second
+	}
+	if opts.MaxDeadPerContainer == 0 {
+		opts.MaxDeadPerContainer = 1
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Loop{
+		opts: opts, log: log, rm: rm, rt: rt, podcfg: podcfg, status: status, nodes: nodes,
+		admitted: map[types.UID]*corev1.Pod{}, rejected: map[types.UID]bool{}, last: map[types.UID]*corev1.PodStatus{},
+	}
+}
+
+// Run runs until ctx ends.
+func (l *Loop) Run(ctx context.Context) {
+	l.workers = podworkers.New(ctx, l, l.log, l.opts.ResyncPeriod)
+	l.store = desired.New(l.podcfg, l, l.log)
+	relister := pleg.New(l.rt, l.opts.RelistPeriod, l.log, l.workers.Trigger)
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); l.store.Run(ctx) }()
+	go func() { defer wg.Done(); relister.Run(ctx) }()
+	go func() { defer wg.Done(); l.housekeeping(ctx) }()
+	wg.Wait()
+	l.workers.Wait()
+}
+
+// Workers lists the pod workers (for ListPodWorkers).
+func (l *Loop) Workers() []podworkers.Info {
+	if l.workers == nil {
+		return nil
+	}
+	return l.workers.List()
+}
+
+// --- desired.Handler: dispatch, as syncLoopIteration does ---
+
+// Add admits a new pod, then starts its worker.
+func (l *Loop) Add(pod *corev1.Pod) {
+	if pod.DeletionTimestamp != nil {
+		l.Delete(pod)
+		return
+	}
+	l.mu.Lock()
+	_, known := l.admitted[pod.UID]
+	rejected := l.rejected[pod.UID]
+	l.mu.Unlock()
+	if rejected {
+		return
+	}
+	if !known && !l.admit(pod) {
+		return
+	}
+	l.workers.Sync(pod)
+}
+
+// Update syncs a changed pod.
+func (l *Loop) Update(pod *corev1.Pod) {
+	if pod.DeletionTimestamp != nil {
+		l.Delete(pod)
+		return
+	}
+	l.mu.Lock()
+	_, known := l.admitted[pod.UID]
+	if known {
+		l.admitted[pod.UID] = pod
+	}
+	l.mu.Unlock()
+	if !known {
+		l.Add(pod)
+		return
+	}
+	l.workers.Sync(pod)
+}
+
+// Delete starts graceful termination with the deletion grace period.
+func (l *Loop) Delete(pod *corev1.Pod) {
+	l.mu.Lock()
+	rejected := l.rejected[pod.UID]
+	l.mu.Unlock()
+	if rejected {
+		// Never ran: nothing to reclaim.
+		l.reclaimed(context.Background(), pod)
+		return
+	}
+	l.workers.Terminate(pod, pod.DeletionGracePeriodSeconds)
+}
+
+// Remove kills a pod that left its source.
+func (l *Loop) Remove(pod *corev1.Pod) {
+	l.mu.Lock()
+	delete(l.rejected, pod.UID)
+	l.mu.Unlock()
+	l.workers.Remove(pod)
+}
+
+// Reconcile is a status-only change: statusd owns that.
+func (l *Loop) Reconcile(*corev1.Pod) {}
+
+func (l *Loop) admit(pod *corev1.Pod) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Pods that already have runtime state (podsyncd restarted) are adopted.
+	if st, err := l.rm.GetPodStatus(ctx, pod.UID); err == nil && len(st.Sandboxes) > 0 {
+		l.mu.Lock()
+		l.admitted[pod.UID] = pod
+		l.mu.Unlock()
+		return true
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		// Finished before we saw it: never start it again.
+		l.mu.Lock()
+		l.rejected[pod.UID] = true
+		l.mu.Unlock()
+		return false
+	}
+	node := l.getNode(ctx)
+	l.mu.Lock()
+	var running []*corev1.Pod
+	for uid, p := range l.admitted {
+		if st := l.last[uid]; st != nil && (st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) {
+			continue
+		}
+		running = append(running, p)
+	}
+	l.mu.Unlock()
+	res := admission.Admit(pod, node, running)
+	if !res.Admit {
+		l.log.Info("pod rejected", "pod", pod.Namespace+"/"+pod.Name, "reason", res.Reason, "message", res.Message)
+		l.mu.Lock()
+		l.rejected[pod.UID] = true
+		l.mu.Unlock()
+		st := corev1.PodStatus{Phase: corev1.PodFailed, Reason: res.Reason, Message: res.Message}
+		l.report(ctx, pod, &st)
+		return false
+	}
+	l.mu.Lock()
+	l.admitted[pod.UID] = pod
+	l.mu.Unlock()
+	return true
+}
+
+// getNode returns this node's Node from nodestatusd, cached for 10 s; nil
+// when nodestatusd cannot say (admission then checks nothing node-specific).
+func (l *Loop) getNode(ctx context.Context) *corev1.Node {
+	l.mu.Lock()
+	if l.node != nil && l.opts.Clock.Since(l.nodeAt) < 10*time.Second {
+		n := l.node
+		l.mu.Unlock()
+		return n
+	}
+	l.mu.Unlock()
+	if l.nodes == nil {
+		return nil
+	}
+	resp, err := l.nodes.GetNode(ctx, &nodestatusv1.GetNodeRequest{})
+	if err != nil {
+		l.log.Debug("nodestatusd has no node yet", "err", err)
+		return nil
+	}
+	n := &corev1.Node{}
+	if err := n.Unmarshal(resp.Node); err != nil {
+		return nil
+	}
+	l.mu.Lock()
+	l.node, l.nodeAt = n, l.opts.Clock.Now()
+	l.mu.Unlock()
+	return n
+}
+
+func (l *Loop) hostIPs(ctx context.Context) []string {
+	n := l.getNode(ctx)
+	if n == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+		for _, a := range n.Status.Addresses {
+			if a.Type == t {
+				out = append(out, a.Address)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	return out
+}
+
+// --- podworkers.Handler ---
+
+// SyncPod runs the runtime actions for a pod and reports its status.
+func (l *Loop) SyncPod(ctx context.Context, pod *corev1.Pod) (bool, time.Duration, error) {
+	st, err := l.rm.GetPodStatus(ctx, pod.UID)
+	if err != nil {
+		return false, 0, err
+	}
+	pre := l.generate(ctx, pod, st, false)
+	if pre.Phase == corev1.PodSucceeded || pre.Phase == corev1.PodFailed {
+		l.report(ctx, pod, &pre)
+		return true, 0, nil
+	}
+	if l.lastStatus(pod.UID) == nil {
+		l.report(ctx, pod, &pre)
+	}
+	res := l.rm.SyncPod(ctx, pod, st)
+	if st2, err := l.rm.GetPodStatus(ctx, pod.UID); err == nil {
+		post := l.generate(ctx, pod, st2, false)
+		l.report(ctx, pod, &post)
+	}
+	return false, res.Requeue, res.Err()
+}
+
+// SyncTerminatingPod stops the pod within its grace period.
+func (l *Loop) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace *int64) error {
+	st, err := l.rm.GetPodStatus(ctx, pod.UID)
+	if err != nil {
+		return err
+	}
+	if err := l.rm.KillPod(ctx, pod, st, grace); err != nil {
+		return err
+	}
+	if st, err = l.rm.GetPodStatus(ctx, pod.UID); err == nil {
+		final := l.generate(ctx, pod, st, true)
+		l.report(ctx, pod, &final)
+	}
+	return nil
+}
+
+// SyncTerminatedPod removes what is left once the pod is deleted or gone and
+// tells statusd the pod's resources are reclaimed.
+func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bool) error {
+	if !remove && pod.DeletionTimestamp == nil {
+		return nil // finished but still wanted: keep the containers for logs
+	}
+	st, err := l.rm.GetPodStatus(ctx, pod.UID)
+	if err != nil {
+		return err
+	}
+	if err := l.rm.RemovePod(ctx, st); err != nil {
+		return err
+	}
+	l.reclaimed(ctx, pod)
+	if remove {
+		l.mu.Lock()
+		delete(l.admitted, pod.UID)
+		delete(l.last, pod.UID)
+		l.mu.Unlock()
+		l.rm.Forget(pod.UID)
+	}
+	return nil
+}
+
+func (l *Loop) generate(ctx context.Context, pod *corev1.Pod, st *podruntime.PodStatus, terminal bool) corev1.PodStatus {
+	return podstatus.Generate(podstatus.Input{
+		Pod: pod, Runtime: st, Reasons: l.rm.Reasons(pod.UID), ContainerID: l.rm.ContainerID,
+		Terminal: terminal, HostIPs: l.hostIPs(ctx), Now: l.opts.Clock.Now(), Previous: l.lastStatus(pod.UID),
+	})
+}
+
+func (l *Loop) lastStatus(uid types.UID) *corev1.PodStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last[uid]
+}
+
+// report sends a status to statusd; a failure is logged and the next sync resends.
+func (l *Loop) report(ctx context.Context, pod *corev1.Pod, st *corev1.PodStatus) {
+	l.mu.Lock()
+	l.last[pod.UID] = st
+	l.mu.Unlock()
+	if l.status == nil {
+		return
+	}
+	pb, err := pod.Marshal()
+	if err != nil {
+		return
+	}
+	sb, err := st.Marshal()
+	if err != nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := l.status.SetPodStatus(cctx, &statusdv1.SetPodStatusRequest{Pod: pb, Status: sb}); err != nil {
+		l.log.Warn("statusd did not take the status; will resend", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+	}
+}
+
+func (l *Loop) reclaimed(ctx context.Context, pod *corev1.Pod) {
+	if l.status == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := l.status.ReportPodResourcesReclaimed(cctx, &statusdv1.ReportPodResourcesReclaimedRequest{PodUid: string(pod.UID)}); err != nil {
+		l.log.Warn("could not report resources reclaimed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+	}
+}
+
+// --- housekeeping ---
+
+func (l *Loop) housekeeping(ctx context.Context) {
+	t := time.NewTicker(l.opts.HousekeepingPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !l.store.Synced() || !l.sourcesReady(ctx) {
+			continue
+		}
+		l.cleanup(ctx)
+	}
+}
+
+func (l *Loop) sourcesReady(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := l.podcfg.SourcesReady(cctx, &podconfigv1.SourcesReadyRequest{})
+	return err == nil && resp.AllReady
+}
+
+// cleanup kills runtime pods nobody wants, drops orphaned statuses and
+// collects dead containers.
+func (l *Loop) cleanup(ctx context.Context) {
+	want := map[types.UID]bool{}
+	for _, p := range l.store.Pods() {
+		want[p.UID] = true
+	}
+	sbs, err := l.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return
+	}
+	cs, err := l.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return
+	}
+	present := map[types.UID]bool{}
+	for _, sb := range sbs.Items {
+		if uid := types.UID(sb.Labels[podruntime.LabelPodUID]); uid != "" {
+			present[uid] = true
+		}
+	}
+	for _, c := range cs.Containers {
+		if uid := types.UID(c.Labels[podruntime.LabelPodUID]); uid != "" {
+			present[uid] = true
+		}
+	}
+	for uid := range present {
+		if want[uid] || l.workers.Has(uid) {
+			continue
+		}
+		st, err := l.rm.GetPodStatus(ctx, uid)
+		if err != nil {
+			continue
+		}
+		l.log.Info("killing orphaned pod", "uid", uid, "name", st.Namespace+"/"+st.Name)
+		grace := int64(2)
+		if err := l.rm.KillPod(ctx, nil, st, &grace); err == nil {
+			_ = l.rm.RemovePod(ctx, st)
+		}
+	}
+	if l.status != nil {
+		keep := make([]string, 0, len(want))
+		for uid := range want {
+			keep = append(keep, string(uid))
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, _ = l.status.RemoveOrphanedStatuses(cctx, &statusdv1.RemoveOrphanedStatusesRequest{KeepPodUids: keep})
+		cancel()
+	}
+	l.gcContainers(ctx, cs.Containers, sbs.Items)
+}
+
+// gcContainers keeps the newest MaxDeadPerContainer exited instances of each
+// container of each pod and removes older ones and stale sandboxes.
+func (l *Loop) gcContainers(ctx context.Context, cs []*runtimeapi.Container, sbs []*runtimeapi.PodSandbox) {
+	type key struct {
+		uid  string
+		name string
+	}
+	dead := map[key][]*runtimeapi.Container{}
+	for _, c := range cs {
+		if c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			continue
+		}
+		k := key{c.Labels[podruntime.LabelPodUID], c.Labels[podruntime.LabelContainerName]}
+		dead[k] = append(dead[k], c)
+	}
+	for _, list := range dead {
+		sort.Slice(list, func(i, j int) bool { return list[i].CreatedAt > list[j].CreatedAt })
+		for _, c := range list[min(len(list), l.opts.MaxDeadPerContainer):] {
+			_, _ = l.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: c.Id})
+		}
+	}
+	// Not-ready sandboxes that are not a pod's newest go too.
+	newest := map[string]*runtimeapi.PodSandbox{}
+	for _, sb := range sbs {
+		uid := sb.Labels[podruntime.LabelPodUID]
+		if n := newest[uid]; n == nil || sb.CreatedAt > n.CreatedAt {
+			newest[uid] = sb
+		}
+	}
+	for _, sb := range sbs {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY && newest[sb.Labels[podruntime.LabelPodUID]] != sb {
+			_, _ = l.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id})
+		}
+	}
+}
