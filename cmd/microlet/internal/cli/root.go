@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/microlet/microlet/cmd/microlet/internal/supervisor"
+	"github.com/microlet/microlet/internal/service"
+	"github.com/microlet/microlet/internal/version"
+)
+
+// exitError carries the exit status an error should end the process with.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// failure is a run-time failure: exit status 1.
+func failure(format string, args ...any) error {
+	return &exitError{code: 1, err: fmt.Errorf(format, args...)}
+}
+
+// badUsage is a usage or configuration problem: exit status 2.
+func badUsage(err error) error { return &exitError{code: 2, err: err} }
+
+// exitCode maps an error to the process status. Errors cobra raises itself
+// (unknown command or flag, wrong argument count) are usage errors.
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	var ue *supervisor.UsageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 2
+}
+
+// Execute runs the microlet command line with args (without the program
+// name) and returns the exit status.
+func Execute(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	// One line, so scripts and healthchecks can show it as is.
+	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
+	fmt.Fprintf(stderr, "microlet: %s\n", msg)
+	return exitCode(err)
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "microlet",
+		Short:         "microlet runs and inspects a Kubernetes node agent made of small gRPC services",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Version:       version.Version,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badUsage(err) })
+	root.AddCommand(newRunCmd(stdout, stderr), newStatusCmd(stdout, stderr), newHealthCmd(stdout), newGetCmd(stdout, stderr))
+	return root
+}
+
+// addRunDir adds the --run-dir flag every inspecting subcommand shares.
+func addRunDir(cmd *cobra.Command, runDir *string) {
+	cmd.Flags().StringVar(runDir, "run-dir", service.DefaultRunDir, "directory of the services' sockets (as given to `microlet run`)")
+}
+
+// argsExactly is cobra.ExactArgs with the usage exit code.
+func argsExactly(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+			return badUsage(err)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,176 @@
+package supervisor
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/service"
+	"github.com/microlet/microlet/internal/socket"
+)
+
+// Config is the configuration of `microlet run`. The shared part (run dir,
+// data dir, node name, kubeconfig, endpoints, logging) is handed on to every
+// service; the rest is the supervisor's own.
+type Config struct {
+	service.Common `yaml:",inline"`
+
+	// ManifestDir and ManifestURL are podconfig's static pod sources; the
+	// supervisor only passes them on.
+	ManifestDir string `yaml:"manifest_dir" flag:"manifest-dir" usage:"directory of static pod manifests (handed to podconfig)"`
+	ManifestURL string `yaml:"manifest_url" flag:"manifest-url" usage:"URL of a static pod manifest or PodList (handed to podconfig)"`
+
+	BinDir string `yaml:"bin_dir" flag:"bin-dir" usage:"directory holding the service binaries (default: beside microlet, then $PATH)"`
+
+	StopTimeout         time.Duration `yaml:"stop_timeout" flag:"stop-timeout" usage:"how long each service may take to exit after SIGTERM before it is killed"`
+	RestartBackoff      time.Duration `yaml:"restart_backoff" flag:"restart-backoff" usage:"first delay before restarting a crashed service; doubles on each crash"`
+	RestartBackoffMax   time.Duration `yaml:"restart_backoff_max" flag:"restart-backoff-max" usage:"longest delay between restarts"`
+	RestartBackoffReset time.Duration `yaml:"restart_backoff_reset" flag:"restart-backoff-reset" usage:"a service that stayed up this long restarts after the first delay again"`
+
+	// Args are extra command-line arguments per service, appended after the
+	// ones the supervisor builds (so they win), e.g.
+	//   args: {cloudsyncd: ["--provider=static"]}
+	Args map[string][]string `yaml:"args"`
+}
+
+// DefaultConfig returns the defaults of `microlet run`.
+func DefaultConfig() *Config {
+	return &Config{
+		Common:              service.DefaultCommon(),
+		StopTimeout:         15 * time.Second,
+		RestartBackoff:      500 * time.Millisecond,
+		RestartBackoffMax:   30 * time.Second,
+		RestartBackoffReset: time.Minute,
+	}
+}
+
+// Validate completes derived defaults and reports the first bad value, naming
+// its key.
+func (c *Config) Validate() error {
+	if err := c.Complete(components.Supervisor); err != nil {
+		return err
+	}
+	if _, err := service.NewLogger(c.LogLevel, c.LogFormat, os.Stderr); err != nil {
+		return err
+	}
+	if c.RunDir == "" {
+		return fmt.Errorf("run_dir must not be empty")
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("data_dir must not be empty")
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+		min time.Duration
+	}{
+		{"stop_timeout", c.StopTimeout, time.Millisecond},
+		{"restart_backoff", c.RestartBackoff, time.Millisecond},
+		{"restart_backoff_max", c.RestartBackoffMax, c.RestartBackoff},
+		{"restart_backoff_reset", c.RestartBackoffReset, 0},
+	} {
+		if d.v < d.min {
+			return fmt.Errorf("%s must be at least %s, got %s", d.key, d.min, d.v)
+		}
+	}
+	for _, name := range components.All {
+		if err := socket.CheckPath(components.SocketPath(c.RunDir, name.Name)); err != nil {
+			return fmt.Errorf("run_dir: %w", err)
+		}
+	}
+	for _, ep := range []struct{ key, v string }{
+		{"podconfig_endpoint", c.PodConfigEndpoint},
+		{"statusd_endpoint", c.StatusdEndpoint},
+		{"nodestatusd_endpoint", c.NodeStatusdEndpoint},
+		{"cloudsyncd_endpoint", c.CloudSyncdEndpoint},
+		{"runtime_endpoint", c.RuntimeEndpoint},
+		{"image_endpoint", c.ImageEndpoint},
+	} {
+		if ep.v == "" {
+			continue
+		}
+		p, err := socket.PathFromEndpoint(ep.v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ep.key, err)
+		}
+		if err := socket.CheckPath(p); err != nil {
+			return fmt.Errorf("%s: %w", ep.key, err)
+		}
+	}
+	if c.ManifestURL != "" {
+		u, err := url.Parse(c.ManifestURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("manifest_url %q: want an http:// or https:// URL", c.ManifestURL)
+		}
+	}
+	names := make([]string, 0, len(c.Args))
+	for n := range c.Args {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if _, err := components.Get(n); err != nil || n == components.Supervisor {
+			return fmt.Errorf("args: unknown service %q (want one of %s)", n, strings.Join(serviceNames(), ", "))
+		}
+	}
+	return nil
+}
+
+// External reports whether the named component is served by something the
+// supervisor does not start: its endpoint was configured to a socket other
+// than the default one in the run directory.
+func (c *Config) External(name string) bool {
+	return c.Endpoint(name) != components.Endpoint(c.RunDir, name)
+}
+
+func serviceNames() []string {
+	out := make([]string, len(components.All))
+	for i, c := range components.All {
+		out[i] = c.Name
+	}
+	return out
+}
+
+// ChildArgs are the command-line arguments of the named service's binary.
+func (c *Config) ChildArgs(name string) []string {
+	args := []string{
+		"--run-dir=" + c.RunDir,
+		"--data-dir=" + DataDir(c.DataDir, name),
+		"--node-name=" + c.NodeName,
+		"--log-level=" + c.LogLevel,
+		"--log-format=" + c.LogFormat,
+		"--shutdown-timeout=" + c.ShutdownTimeout.String(),
+	}
+	if c.Kubeconfig != "" {
+		args = append(args, "--kubeconfig="+c.Kubeconfig)
+	}
+	if c.Debug {
+		args = append(args, "--debug")
+	}
+	args = append(args,
+		"--podconfig-endpoint="+c.Endpoint(components.PodConfig),
+		"--statusd-endpoint="+c.Endpoint(components.Statusd),
+		"--nodestatusd-endpoint="+c.Endpoint(components.NodeStatusd),
+		"--cloudsyncd-endpoint="+c.Endpoint(components.CloudSyncd),
+		"--runtime-endpoint="+c.Endpoint(components.RuntimeShim),
+	)
+	if c.ImageEndpoint != "" {
+		args = append(args, "--image-endpoint="+c.ImageEndpoint)
+	}
+	if name == components.PodConfig {
+		if c.ManifestDir != "" {
+			args = append(args, "--manifest-dir="+c.ManifestDir)
+		}
+		if c.ManifestURL != "" {
+			args = append(args, "--manifest-url="+c.ManifestURL)
+		}
+	}
+	return append(args, c.Args[name]...)
+}
+
+// DataDir is the named service's own state directory under dataDir.
+func DataDir(dataDir, name string) string { return strings.TrimRight(dataDir, "/") + "/" + name }

@@ -1,0 +1,129 @@
+package supervisor
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/microlet/microlet/internal/components"
+)
+
+func TestRestartBackoffDoublesUpToTheCap(t *testing.T) {
+	s := &Supervisor{cfg: DefaultConfig()}
+	bo := s.newBackoff()
+	var got []time.Duration
+	for range 9 {
+		got = append(got, bo.Step())
+	}
+	want := []time.Duration{
+		500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second,
+		16 * time.Second, 30 * time.Second, 30 * time.Second, 30 * time.Second,
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("delays %v, want %v", got, want)
+	}
+}
+
+func TestChildArgs(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.RunDir = "/tmp/r"
+	cfg.DataDir = "/var/lib/m/"
+	cfg.NodeName = "n1"
+	cfg.RuntimeEndpoint = "unix:///run/containerd/containerd.sock"
+	cfg.ManifestDir = "/etc/manifests"
+	cfg.Args = map[string][]string{components.CloudSyncd: {"--provider=static"}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range components.All {
+		if got, want := cfg.External(c.Name), c.Name == components.RuntimeShim; got != want {
+			t.Errorf("External(%s) = %v, want %v", c.Name, got, want)
+		}
+	}
+	// The default endpoint spelled out is still ours, not external.
+	cfg.PodConfigEndpoint = "/tmp/r/podconfig.sock"
+	if cfg.External(components.PodConfig) {
+		t.Errorf("podconfig at its default socket counted as external")
+	}
+
+	ns := cfg.ChildArgs(components.NodeStatusd)
+	for _, want := range []string{
+		"--run-dir=/tmp/r", "--data-dir=/var/lib/m/nodestatusd", "--node-name=n1",
+		"--runtime-endpoint=unix:///run/containerd/containerd.sock",
+		"--podconfig-endpoint=unix:///tmp/r/podconfig.sock",
+	} {
+		if !slices.Contains(ns, want) {
+			t.Errorf("nodestatusd args %q lack %s", ns, want)
+		}
+	}
+	if slices.ContainsFunc(ns, func(a string) bool {
+		return strings.HasPrefix(a, "--manifest-dir") || strings.HasPrefix(a, "--kubeconfig")
+	}) {
+		t.Errorf("nodestatusd args %q carry podconfig's or an empty kubeconfig flag", ns)
+	}
+	if pc := cfg.ChildArgs(components.PodConfig); !slices.Contains(pc, "--manifest-dir=/etc/manifests") {
+		t.Errorf("podconfig args %q lack the manifest dir", pc)
+	}
+	if cs := cfg.ChildArgs(components.CloudSyncd); cs[len(cs)-1] != "--provider=static" {
+		t.Errorf("extra args must come last so they win: %q", cs)
+	}
+}
+
+func TestValidateNamesTheKey(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"stop timeout", func(c *Config) { c.StopTimeout = 0 }, "stop_timeout"},
+		{"backoff max below first", func(c *Config) { c.RestartBackoffMax = time.Millisecond }, "restart_backoff_max"},
+		{"log level", func(c *Config) { c.LogLevel = "chatty" }, "log_level"},
+		{"endpoint scheme", func(c *Config) { c.RuntimeEndpoint = "tcp://1.2.3.4:5" }, "runtime_endpoint"},
+		{"manifest url", func(c *Config) { c.ManifestURL = "file:///x" }, "manifest_url"},
+		{"args key", func(c *Config) { c.Args = map[string][]string{"kubelet": nil} }, `args: unknown service "kubelet"`},
+		{"long run dir", func(c *Config) { c.RunDir = "/" + strings.Repeat("x", 100) }, "longer than"},
+		{"shutdown timeout", func(c *Config) { c.ShutdownTimeout = -time.Second }, "shutdown_timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.RunDir = "/tmp/r"
+			tc.mod(cfg)
+			err := cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate() = %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestFindBinary(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "statusd")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "podconfig"), []byte("not executable"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	if got, err := FindBinary("statusd", dir); err != nil || got != exe {
+		t.Errorf("FindBinary(statusd) = %q, %v; want %q", got, err, exe)
+	}
+	_, err := FindBinary("podconfig", dir)
+	if err == nil || !strings.Contains(err.Error(), `service binary "podconfig" not found`) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("FindBinary(podconfig) error = %v; want it to name the binary and the places searched", err)
+	}
+	pathDir := t.TempDir()
+	onPath := filepath.Join(pathDir, "podsyncd")
+	if err := os.WriteFile(onPath, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", pathDir)
+	if got, err := FindBinary("podsyncd", dir); err != nil || got != onPath {
+		t.Errorf("FindBinary(podsyncd) = %q, %v; want %q from $PATH", got, err, onPath)
+	}
+}
