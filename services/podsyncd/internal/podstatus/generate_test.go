@@ -1,0 +1,84 @@
+package podstatus
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
+)
+
+func pod(policy corev1.RestartPolicy) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+		Spec:       corev1.PodSpec{RestartPolicy: policy, Containers: []corev1.Container{{Name: "a"}, {Name: "b"}}},
+	}
+}
+
+func cs(name string, state podruntime.ContainerState, code int32, attempt int) podruntime.ContainerStatus {
+	return podruntime.ContainerStatus{ID: name + "1", Name: name, State: state, ExitCode: code, Attempt: attempt, StartedAt: time.Unix(100, 0), FinishedAt: time.Unix(200, 0)}
+}
+
+func gen(p *corev1.Pod, rt podruntime.PodStatus, reasons map[string]podruntime.Reason, terminal bool) corev1.PodStatus {
+	return Generate(Input{Pod: p, Runtime: &rt, Reasons: reasons, ContainerID: func(id string) string { return "docker://" + id }, Terminal: terminal, Now: time.Unix(1000, 0)})
+}
+
+var sb = []podruntime.SandboxStatus{{ID: "s", Ready: true, IP: "10.0.0.5", IPs: []string{"10.0.0.5"}}}
+
+func TestPhaseAndConditions(t *testing.T) {
+	tests := []struct {
+		name      string
+		pod       *corev1.Pod
+		rt        podruntime.PodStatus
+		reasons   map[string]podruntime.Reason
+		terminal  bool
+		wantPhase corev1.PodPhase
+		wantReady bool
+	}{
+		{"nothing yet", pod(corev1.RestartPolicyAlways), podruntime.PodStatus{}, nil, false, corev1.PodPending, false},
+		{"all running", pod(corev1.RestartPolicyAlways), podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("a", podruntime.StateRunning, 0, 0), cs("b", podruntime.StateRunning, 0, 0)}}, nil, false, corev1.PodRunning, true},
+		{"one creating", pod(corev1.RestartPolicyAlways), podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("a", podruntime.StateRunning, 0, 0)}}, nil, false, corev1.PodPending, false},
+		{"all succeeded, Never", pod(corev1.RestartPolicyNever), podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("a", podruntime.StateExited, 0, 0), cs("b", podruntime.StateExited, 0, 0)}}, nil, false, corev1.PodSucceeded, false},
+		{"one failed, Never", pod(corev1.RestartPolicyNever), podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("a", podruntime.StateExited, 0, 0), cs("b", podruntime.StateExited, 3, 0)}}, nil, false, corev1.PodFailed, false},
+		{"crashloop stays Running", pod(corev1.RestartPolicyAlways), podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("a", podruntime.StateRunning, 0, 0), cs("b", podruntime.StateExited, 1, 3)}},
+			map[string]podruntime.Reason{"b": {Reason: "CrashLoopBackOff", Message: "back-off 40s"}}, false, corev1.PodRunning, false},
+		{"terminated by deletion fails", pod(corev1.RestartPolicyAlways), podruntime.PodStatus{Containers: []podruntime.ContainerStatus{cs("a", podruntime.StateExited, 137, 0), cs("b", podruntime.StateExited, 0, 0)}}, nil, true, corev1.PodFailed, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := gen(tc.pod, tc.rt, tc.reasons, tc.terminal)
+			if st.Phase != tc.wantPhase {
+				t.Fatalf("phase = %s, want %s (%+v)", st.Phase, tc.wantPhase, st.ContainerStatuses)
+			}
+			ready := false
+			for _, c := range st.Conditions {
+				if c.Type == corev1.PodReady {
+					ready = c.Status == corev1.ConditionTrue
+				}
+			}
+			if ready != tc.wantReady {
+				t.Fatalf("Ready = %v, want %v", ready, tc.wantReady)
+			}
+		})
+	}
+}
+
+func TestCrashLoopStatus(t *testing.T) {
+	st := gen(pod(corev1.RestartPolicyAlways), podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("a", podruntime.StateRunning, 0, 0), cs("b", podruntime.StateExited, 1, 3)}},
+		map[string]podruntime.Reason{"b": {Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container=b"}}, false)
+	b := st.ContainerStatuses[1]
+	if b.State.Waiting == nil || b.State.Waiting.Reason != "CrashLoopBackOff" {
+		t.Fatalf("state = %+v, want Waiting CrashLoopBackOff", b.State)
+	}
+	if b.LastTerminationState.Terminated == nil || b.LastTerminationState.Terminated.ExitCode != 1 || b.LastTerminationState.Terminated.Reason != "Error" {
+		t.Fatalf("last state = %+v, want Terminated exit 1 Error", b.LastTerminationState)
+	}
+	if b.RestartCount != 3 || b.ContainerID != "docker://b1" {
+		t.Fatalf("restarts %d id %s", b.RestartCount, b.ContainerID)
+	}
+	if st.PodIP != "10.0.0.5" || st.QOSClass != corev1.PodQOSBestEffort {
+		t.Fatalf("podIP %q qos %q", st.PodIP, st.QOSClass)
+	}
+}
