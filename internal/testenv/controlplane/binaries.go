@@ -1,0 +1,132 @@
+package controlplane
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Environment variables that locate the binaries and tune the harness.
+const (
+	// EnvKubeAPIServer overrides where the kube-apiserver binary is found.
+	EnvKubeAPIServer = "MICROLET_KUBE_APISERVER"
+	// EnvEtcd overrides where the etcd binary is found (default: PATH).
+	EnvEtcd = "MICROLET_ETCD"
+	// EnvRequire turns a missing control plane from a skip into a failure;
+	// `make test` sets it so CI can never pass by skipping.
+	EnvRequire = "MICROLET_REQUIRE_CONTROLPLANE"
+	// EnvKeep keeps the control plane's directory (logs, certs, data)
+	// after Stop, for post-mortems.
+	EnvKeep = "MICROLET_KEEP_CONTROLPLANE"
+)
+
+// controlPlaneModule is where the pinned k8s.io/kubernetes version lives,
+// relative to the repository root.
+const controlPlaneModule = "test/controlplane/go.mod"
+
+// ErrMissingBinary is wrapped by Start when etcd or kube-apiserver cannot be
+// found; Get turns it into a skip unless MICROLET_REQUIRE_CONTROLPLANE=1.
+var ErrMissingBinary = errors.New("control-plane binary missing (install with: make test-deps)")
+
+// FindKubeAPIServer returns the kube-apiserver to run: $MICROLET_KUBE_APISERVER,
+// else the binary hack/build-kube-apiserver.sh caches for the version pinned
+// in test/controlplane/go.mod. It does not build: a build takes minutes and
+// belongs to `make test-deps`, not to a test.
+func FindKubeAPIServer() (string, error) {
+	if p := os.Getenv(EnvKubeAPIServer); p != "" {
+		return checkExecutable(p, EnvKubeAPIServer)
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", fmt.Errorf("%w: kube-apiserver: %v; or set %s", ErrMissingBinary, err, EnvKubeAPIServer)
+	}
+	version, err := pinnedKubernetesVersion(filepath.Join(root, controlPlaneModule))
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(cacheDir(), "kube-apiserver", version, "kube-apiserver")
+	return checkExecutable(p, "hack/build-kube-apiserver.sh cache")
+}
+
+// FindEtcd returns $MICROLET_ETCD, else etcd from PATH, else Debian's
+// /usr/bin/etcd (PATH can be trimmed in CI sandboxes).
+func FindEtcd() (string, error) {
+	if p := os.Getenv(EnvEtcd); p != "" {
+		return checkExecutable(p, EnvEtcd)
+	}
+	if p, err := exec.LookPath("etcd"); err == nil {
+		return p, nil
+	}
+	return checkExecutable("/usr/bin/etcd", "PATH")
+}
+
+// RepoRoot walks up from the working directory (a test runs in its
+// package's directory) to the directory holding test/controlplane/go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, controlPlaneModule)); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no %s above the working directory", controlPlaneModule)
+		}
+		dir = parent
+	}
+}
+
+// cacheDir mirrors hack/build-kube-apiserver.sh so both agree on one path.
+func cacheDir() string {
+	if d := os.Getenv("MICROLET_CACHE_DIR"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "microlet")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = "/root"
+	}
+	return filepath.Join(home, ".cache", "microlet")
+}
+
+func pinnedKubernetesVersion(gomod string) (string, error) {
+	f, err := os.Open(gomod)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 0 && fields[0] == "require" {
+			fields = fields[1:]
+		}
+		if len(fields) >= 2 && fields[0] == "k8s.io/kubernetes" {
+			return fields[1], nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("%s: no k8s.io/kubernetes requirement", gomod)
+}
+
+func checkExecutable(p, source string) (string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s (from %s)", ErrMissingBinary, p, source)
+	}
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("%w: %s (from %s) is not an executable file", ErrMissingBinary, p, source)
+	}
+	return p, nil
+}

@@ -1,0 +1,66 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+)
+
+// pkg is the one control plane of the running test binary.
+var pkg struct {
+	mu      sync.Mutex
+	inMain  bool
+	started bool
+	cp      *ControlPlane
+	err     error
+}
+
+// Main runs the package's tests and then stops the control plane, if a
+// test started one, by PID. Use it as os.Exit(controlplane.Main(m)) in
+// TestMain. A test that panics never returns here; Pdeathsig on the
+// children covers that case.
+func Main(m *testing.M) int {
+	pkg.mu.Lock()
+	pkg.inMain = true
+	pkg.mu.Unlock()
+	code := m.Run()
+	pkg.mu.Lock()
+	cp := pkg.cp
+	pkg.mu.Unlock()
+	if cp != nil {
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "controlplane: stop: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
+}
+
+// Get returns the package's control plane, starting it on first use. A
+// missing etcd or kube-apiserver skips the test, or fails it when
+// MICROLET_REQUIRE_CONTROLPLANE=1. Any other start error fails every test
+// that asks, without retrying the slow start each time.
+func Get(t testing.TB) *ControlPlane {
+	t.Helper()
+	pkg.mu.Lock()
+	defer pkg.mu.Unlock()
+	if !pkg.inMain {
+		t.Fatal("controlplane.Get: the package's TestMain must call os.Exit(controlplane.Main(m)), which stops the control plane")
+	}
+	if !pkg.started {
+		pkg.started = true
+		pkg.cp, pkg.err = Start(context.Background(), Options{})
+	}
+	if pkg.err != nil {
+		if errors.Is(pkg.err, ErrMissingBinary) && os.Getenv(EnvRequire) != "1" {
+			t.Skipf("no control plane: %v (set %s=1 to fail instead)", pkg.err, EnvRequire)
+		}
+		t.Fatalf("control plane: %v\n(install etcd and build kube-apiserver with: make test-deps)", pkg.err)
+	}
+	return pkg.cp
+}
