@@ -183,7 +183,10 @@ func Execute(svc Service, args []string) int {
 	stopRun()
 	env.Server.Stop(c.ShutdownTimeout)
 	select {
-	case <-runErr:
+	case err := <-runErr:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			log.Warn("service stopped with an error", "err", err)
+		}
 	case <-time.After(c.ShutdownTimeout):
 		log.Warn("service did not stop in time", "timeout", c.ShutdownTimeout)
 	}

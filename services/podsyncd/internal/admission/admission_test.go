@@ -35,7 +35,9 @@ func pod(name, cpu string, mods ...func(*corev1.Pod)) *corev1.Pod {
 }
 
 func hostPortMod(port int32) func(*corev1.Pod) {
-	return func(p *corev1.Pod) { p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: port}} }
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: port}}
+	}
 }
 
 func TestAdmit(t *testing.T) {

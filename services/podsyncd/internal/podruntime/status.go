@@ -150,16 +150,16 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, 
 		}
 		s := resp.Status
 		cs := ContainerStatus{
-			ID:         s.Id,
-			Name:       c.Labels[LabelContainerName],
-			State:      convertState(s.State),
-			Hash:       s.Annotations[AnnotationHash],
-			ImageRef:   s.ImageRef,
-			CreatedAt:  time.Unix(0, s.CreatedAt),
-			ExitCode:   s.ExitCode,
-			Reason:     s.Reason,
-			Message:    s.Message,
-			Init:       c.Labels[LabelContainerType] == containerTypeInit,
+			ID:        s.Id,
+			Name:      c.Labels[LabelContainerName],
+			State:     convertState(s.State),
+			Hash:      s.Annotations[AnnotationHash],
+			ImageRef:  s.ImageRef,
+			CreatedAt: time.Unix(0, s.CreatedAt),
+			ExitCode:  s.ExitCode,
+			Reason:    s.Reason,
+			Message:   s.Message,
+			Init:      c.Labels[LabelContainerType] == containerTypeInit,
 		}
 		if s.Image != nil {
 			cs.Image = s.Image.Image
