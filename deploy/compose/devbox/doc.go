@@ -1,0 +1,14 @@
+// Command devbox is the small helper the compose dev box runs inside its
+// FROM-scratch control-plane image, where there is no shell, curl or openssl:
+//
+//	devbox init --dir /creds --node NAME --server https://127.0.0.1:PORT
+//	    one-shot credentials step: a CA, the apiserver's serving certificate,
+//	    the service-account key pair, a token file, and kubeconfigs for the
+//	    admin (system:masters) and the node (system:node:NAME in
+//	    system:nodes, what the Node authorizer and NodeRestriction expect).
+//	    Existing credentials are kept, so `compose up` twice rotates nothing.
+//	devbox probe URL [--ca F --cert F --key F]
+//	    exit 0 when URL answers 200: the etcd and kube-apiserver healthchecks.
+//	devbox cat FILE
+//	    print a file of the credentials dir (e.g. the admin kubeconfig).
+package main

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Builds the FROM-scratch images of the compose dev box (deploy/compose):
+#   <repo>/<service>:<tag>  for podconfig statusd cloudsyncd runtime-shim nodestatusd podsyncd
+#   <repo>/controlplane:<tag>  etcd + kube-apiserver + devbox
+# No base image is pulled: the binaries are static (CGO_ENABLED=0), except
+# Debian's etcd, which is staged with its dynamic loader and libraries.
+#
+#   hack/build-images.sh [TAG]     TAG defaults to $MICROLET_IMAGE_TAG or "dev";
+#                                  the repo to $MICROLET_IMAGE_REPO or "microlet".
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+tag=${1:-${MICROLET_IMAGE_TAG:-dev}}
+repo=${MICROLET_IMAGE_REPO:-microlet}
+services="podconfig statusd cloudsyncd runtime-shim nodestatusd podsyncd"
+version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)
+ldflags="-s -w -X github.com/microlet/microlet/internal/version.Version=$version"
+
+stage=$(mktemp -d "${TMPDIR:-/tmp}/microlet-images.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+node="$stage/node" cp="$stage/controlplane"
+mkdir -p "$node/bin" "$node/tmp" "$cp/bin" "$cp/tmp" "$cp/rootfs/var/lib/etcd"
+chmod 1777 "$node/tmp" "$cp/tmp"
+
+echo "build-images: static binaries" >&2
+pkgs=(./cmd/microlet)
+for s in $services; do pkgs+=("./services/$s"); done
+(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$node/bin/" "${pkgs[@]}")
+(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$cp/bin/devbox" ./deploy/compose/devbox)
+
+echo "build-images: kube-apiserver (cached by version)" >&2
+cp "$("$root/hack/build-kube-apiserver.sh")" "$cp/bin/kube-apiserver"
+
+etcd=${MICROLET_ETCD:-$(command -v etcd || true)}
+[ -x "$etcd" ] || { echo "build-images: etcd not found; install Debian's etcd-server (make test-deps)" >&2; exit 1; }
+echo "build-images: $etcd and the libraries it links" >&2
+install -D -m 0755 "$etcd" "$cp/rootfs/usr/bin/etcd"
+# ldd prints "lib => /path (addr)" and the loader as "/path (addr)".
+for lib in $(ldd "$etcd" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }'); do
+  install -D -m 0755 "$(readlink -f "$lib")" "$cp/rootfs$lib"
+done
+
+# The legacy builder is enough for FROM scratch + COPY and needs no buildx;
+# its deprecation banner is only shown when a build fails.
+export DOCKER_BUILDKIT=0
+build() { # image dockerfile context [docker build args...]
+  local image=$1 file=$2 ctx=$3
+  shift 3
+  echo "build-images: $image" >&2
+  if ! docker build -q -f "$file" --label org.opencontainers.image.version="$version" -t "$image" "$@" "$ctx" >"$stage/build.log" 2>&1; then
+    cat "$stage/build.log" >&2
+    exit 1
+  fi
+}
+for s in $services; do
+  build "$repo/$s:$tag" "$root/deploy/compose/Dockerfile.node" "$node" --target "$s"
+done
+build "$repo/controlplane:$tag" "$root/deploy/compose/Dockerfile.controlplane" "$cp"
+echo "build-images: done ($repo/*:$tag)" >&2
