@@ -48,3 +48,7 @@ ci: check-proto lint test ## what .ci/run runs
 
 clean: ## remove build outputs
 	rm -rf $(BIN)
+
+.PHONY: dev-controlplane
+dev-controlplane: ## run etcd + kube-apiserver in the foreground and print admin/node kubeconfigs (Ctrl-C stops; needs make test-deps)
+	$(GO) run ./hack/devcontrolplane $(DEVCP_ARGS)
