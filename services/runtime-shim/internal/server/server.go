@@ -2,25 +2,58 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
+	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/service"
+	"github.com/microlet/microlet/services/runtime-shim/internal/docker"
+	"github.com/microlet/microlet/services/runtime-shim/internal/forward"
+	"github.com/microlet/microlet/services/runtime-shim/internal/streaming"
+)
+
+// Backends.
+const (
+	BackendDocker  = "docker"
+	BackendForward = "forward"
 )
 
 // Config is runtime-shim's configuration.
 type Config struct {
 	service.Common `yaml:",inline"`
+
+	Backend         string `yaml:"backend" flag:"backend" usage:"CRI backend: docker (the Docker Engine) or forward (another CRI endpoint)"`
+	ForwardEndpoint string `yaml:"forward_endpoint" flag:"forward-endpoint" usage:"CRI endpoint the forward backend relays to (unix:///path)"`
+	DockerHost      string `yaml:"docker_host" flag:"docker-host" usage:"Docker endpoint (default: DOCKER_HOST or unix:///var/run/docker.sock)"`
+	DockerInstance  string `yaml:"docker_instance" flag:"docker-instance" usage:"value of the instance label on every Docker object; shims sharing one Docker must differ"`
+	PauseImage      string `yaml:"pause_image" flag:"pause-image" usage:"image of the pod sandbox (pause) containers; built from our pause program when missing"`
+	PauseBinary     string `yaml:"pause_binary" flag:"pause-binary" usage:"static pause program to import as the pause image (default: bin/pause next to the binary, else built with go)"`
+	StreamingAddr   string `yaml:"streaming_addr" flag:"streaming-addr" usage:"host:port of the Exec/Attach/PortForward streaming server (port 0 picks one)"`
 }
 
 // Server is the runtime-shim service.
 type Server struct {
 	cfg Config
+
+	docker  *docker.Backend
+	forward *forward.Forwarder
+	stream  *streaming.Server
 }
 
 // New returns the service with its defaults.
-func New() *Server { return &Server{cfg: Config{Common: service.DefaultCommon()}} }
+func New() *Server {
+	return &Server{cfg: Config{
+		Common:         service.DefaultCommon(),
+		Backend:        BackendDocker,
+		DockerInstance: "default",
+		PauseImage:     docker.DefaultPauseImage,
+		StreamingAddr:  "127.0.0.1:0",
+	}}
+}
 
 // Name implements service.Service.
 func (s *Server) Name() string { return components.RuntimeShim }
@@ -28,16 +61,89 @@ func (s *Server) Name() string { return components.RuntimeShim }
 // Config implements service.Service.
 func (s *Server) Config() service.CommonConfig { return &s.cfg }
 
-// Register implements service.Service.
+// Register implements service.Service: it checks the configuration and
+// registers the backend's CRI services.
 func (s *Server) Register(env *service.Env) error {
-	runtimeapi.RegisterRuntimeServiceServer(env.Server.GRPC(), unimplementedRuntime{})
-	runtimeapi.RegisterImageServiceServer(env.Server.GRPC(), unimplementedImage{})
+	switch s.cfg.Backend {
+	case BackendDocker:
+		b, err := docker.New(docker.Options{
+			Host: s.cfg.DockerHost, DataDir: filepath.Join(s.cfg.DataDir, components.RuntimeShim),
+			Instance: s.cfg.DockerInstance, PauseImage: s.cfg.PauseImage, PauseBinary: s.cfg.PauseBinary, Log: env.Log,
+		})
+		if err != nil {
+			return err
+		}
+		st, err := streaming.Start(s.cfg.StreamingAddr, docker.StreamRuntime{B: b}, env.Log)
+		if err != nil {
+			return fmt.Errorf("streaming_addr %q: %w", s.cfg.StreamingAddr, err)
+		}
+		b.SetStreamer(st)
+		s.docker, s.stream = b, st
+		runtimeapi.RegisterRuntimeServiceServer(env.Server.GRPC(), b)
+		runtimeapi.RegisterImageServiceServer(env.Server.GRPC(), b)
+	case BackendForward:
+		if s.cfg.ForwardEndpoint == "" {
+			return fmt.Errorf("forward_endpoint: required with backend %q", BackendForward)
+		}
+		f, err := forward.New(s.cfg.ForwardEndpoint, env.Registry)
+		if err != nil {
+			return fmt.Errorf("forward_endpoint: %w", err)
+		}
+		s.forward = f
+		if err := f.Register(env.Server.GRPC()); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("backend: %q is not one of %q, %q", s.cfg.Backend, BackendDocker, BackendForward)
+	}
 	return nil
 }
 
-// Run implements service.Service: nothing to do yet, so it is ready at once.
+// Run implements service.Service: it waits (with backoff) for the backend
+// to answer, marks the service ready, and closes the backend on stop.
 func (s *Server) Run(ctx context.Context, env *service.Env) error {
+	defer s.close()
+	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 10 * time.Second}
+	check := s.backendReady
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		if err := check(ctx); err != nil {
+			env.Log.Warn("runtime backend not ready, retrying", "backend", s.cfg.Backend, "err", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	env.Ready()
 	<-ctx.Done()
 	return nil
+}
+
+func (s *Server) backendReady(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if s.docker != nil {
+		if err := s.docker.Ping(cctx); err != nil {
+			return err
+		}
+		return s.docker.Start(cctx)
+	}
+	_, err := runtimeapi.NewRuntimeServiceClient(s.forward.Conn()).Version(cctx, &runtimeapi.VersionRequest{})
+	return err
+}
+
+func (s *Server) close() {
+	if s.stream != nil {
+		_ = s.stream.Close()
+	}
+	if s.docker != nil {
+		_ = s.docker.Close()
+	}
+	if s.forward != nil {
+		_ = s.forward.Close()
+	}
 }

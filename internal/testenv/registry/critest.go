@@ -1,0 +1,68 @@
+package registry
+
+import (
+	"context"
+	"strconv"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// critestImages are the repositories critest's image and security-context
+// specs pull, as they look with -registry-prefix=<host> (the original
+// registry's host is dropped, the path kept), and the user each image's
+// config names.
+var critestImages = []struct {
+	repoTag string
+	user    string
+	variant int // images that must differ from each other get their own variant
+}{
+	{"k8s-staging-cri-tools/test-image-latest:latest", "", 0},
+	{"k8s-staging-cri-tools/test-image-tag:test", "", 0},
+	{"k8s-staging-cri-tools/test-image-tag:all", "", 0},
+	{"k8s-staging-cri-tools/test-image-1:latest", "", 1},
+	{"k8s-staging-cri-tools/test-image-2:latest", "", 2},
+	{"k8s-staging-cri-tools/test-image-3:latest", "", 3},
+	{"k8s-staging-cri-tools/test-image-tags:1", "", 4},
+	{"k8s-staging-cri-tools/test-image-tags:2", "", 4},
+	{"k8s-staging-cri-tools/test-image-tags:3", "", 4},
+	{"k8s-staging-cri-tools/test-image-user-uid:latest", "1002", 0},
+	{"k8s-staging-cri-tools/test-image-user-username:latest", "www-data", 0},
+	{"k8s-staging-cri-tools/test-image-user-uid-group:latest", "1003:users", 0},
+	{"k8s-staging-cri-tools/test-image-user-username-group:latest", "www-data:users", 0},
+	{"k8s-staging-cri-tools/test-image-predefined-group:latest", "1000", 0},
+	{"pause:3.9", "", 5},
+	// The default images when no -test-images-file is given.
+	{"e2e-test-images/busybox:1.29-2", "", 0},
+	{"e2e-test-images/nginx:1.14-2", "", 6},
+}
+
+// MirrorCritest pushes the images critest pulls, named as critest names them
+// when run with -registry-prefix=r.Host(). The digest-pinned image cannot be
+// mirrored: its digest is that of upstream's own build.
+func (r *Registry) MirrorCritest(ctx context.Context) error {
+	base, err := baseImage(r.host)
+	if err != nil {
+		return err
+	}
+	for _, ci := range critestImages {
+		ci := ci
+		img, err := withConfig(base, func(c *v1.Config) {
+			c.Cmd = []string{"sh"}
+			c.User = ci.user
+			if ci.variant != 0 {
+				c.Labels = map[string]string{LabelRegistry: r.host, "io.microlet.variant": strconv.Itoa(ci.variant)}
+			}
+			if ci.variant == 6 {
+				c.Cmd = []string{"httpd", "-f", "-v", "-p", "80", "-h", "/www"}
+				c.ExposedPorts = map[string]struct{}{"80/tcp": {}}
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if err := r.Push(ctx, ci.repoTag, img); err != nil {
+			return err
+		}
+	}
+	return nil
+}

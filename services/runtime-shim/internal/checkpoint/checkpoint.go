@@ -1,0 +1,149 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// ErrNotFound is returned by Get for a sandbox without a checkpoint.
+var ErrNotFound = errors.New("checkpoint not found")
+
+// validID keeps IDs usable as file names: Docker IDs are hex.
+var validID = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
+
+// PortMapping is one CRI port mapping of the sandbox.
+type PortMapping struct {
+	Protocol      string `json:"protocol"`
+	ContainerPort int32  `json:"container_port"`
+	HostPort      int32  `json:"host_port"`
+	HostIP        string `json:"host_ip,omitempty"`
+}
+
+// Sandbox is what a checkpoint holds for one pod sandbox.
+type Sandbox struct {
+	// Version lets a later shim read older files.
+	Version        int               `json:"version"`
+	ID             string            `json:"id"`
+	Name           string            `json:"name"`
+	PodName        string            `json:"pod_name"`
+	Namespace      string            `json:"namespace"`
+	UID            string            `json:"uid"`
+	Attempt        uint32            `json:"attempt"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	Annotations    map[string]string `json:"annotations,omitempty"`
+	Ports          []PortMapping     `json:"ports,omitempty"`
+	HostNetwork    bool              `json:"host_network,omitempty"`
+	LogDir         string            `json:"log_dir,omitempty"`
+	RuntimeHandler string            `json:"runtime_handler,omitempty"`
+	// CreatedAt is in Unix nanoseconds.
+	CreatedAt int64 `json:"created_at"`
+}
+
+// Store is a directory of sandbox checkpoints.
+type Store struct{ dir string }
+
+// NewStore creates dir when missing and returns its store.
+func NewStore(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("checkpoint dir: %w", err)
+	}
+	return &Store{dir: dir}, nil
+}
+
+func (s *Store) path(id string) (string, error) {
+	if !validID.MatchString(id) {
+		return "", fmt.Errorf("checkpoint: invalid sandbox id %q", id)
+	}
+	return filepath.Join(s.dir, id+".json"), nil
+}
+
+// Put writes the checkpoint atomically (temp file + rename), so a crash
+// never leaves a half-written file behind.
+func (s *Store) Put(sb Sandbox) error {
+	p, err := s.path(sb.ID)
+	if err != nil {
+		return err
+	}
+	if sb.Version == 0 {
+		sb.Version = 1
+	}
+	b, err := json.Marshal(sb)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(s.dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		_ = tmp.Close()
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), p)
+}
+
+// Get reads one checkpoint.
+func (s *Store) Get(id string) (Sandbox, error) {
+	p, err := s.path(id)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return Sandbox{}, ErrNotFound
+	}
+	if err != nil {
+		return Sandbox{}, err
+	}
+	var sb Sandbox
+	if err := json.Unmarshal(b, &sb); err != nil {
+		return Sandbox{}, fmt.Errorf("checkpoint %s: %w", p, err)
+	}
+	return sb, nil
+}
+
+// Delete removes a checkpoint; a missing one is not an error.
+func (s *Store) Delete(id string) error {
+	p, err := s.path(id)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// List returns every readable checkpoint; unreadable files are skipped and
+// reported in the error so one corrupt file cannot hide the others.
+func (s *Store) List() ([]Sandbox, error) {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Sandbox
+	var errs []error
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
+			continue
+		}
+		sb, err := s.Get(strings.TrimSuffix(name, ".json"))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, sb)
+	}
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,616 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func validateContainerConfig(c *runtimeapi.ContainerConfig) error {
+	if c == nil {
+		return invalid("config", "is required")
+	}
+	if c.GetMetadata() == nil {
+		return invalid("config.metadata", "is required")
+	}
+	if c.Metadata.Name == "" {
+		return invalid("config.metadata.name", "is required")
+	}
+	if c.GetImage().GetImage() == "" {
+		return invalid("config.image.image", "is required")
+	}
+	for i, m := range c.Mounts {
+		if m.ContainerPath == "" || !filepath.IsAbs(m.ContainerPath) {
+			return invalid(fmt.Sprintf("config.mounts[%d].container_path", i), "must be an absolute path")
+		}
+		if m.HostPath == "" || !filepath.IsAbs(m.HostPath) {
+			return invalid(fmt.Sprintf("config.mounts[%d].host_path", i), "must be an absolute path")
+		}
+	}
+	if c.LogPath != "" && filepath.IsAbs(c.LogPath) {
+		return invalid("config.log_path", "must be relative to the sandbox's log directory")
+	}
+	return nil
+}
+
+func nsMode(mode runtimeapi.NamespaceMode, sandboxID string) string {
+	switch mode {
+	case runtimeapi.NamespaceMode_NODE:
+		return "host"
+	case runtimeapi.NamespaceMode_POD:
+		return "container:" + sandboxID
+	}
+	return ""
+}
+
+// CreateContainer creates a container in the sandbox's namespaces.
+func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
+	c := req.GetConfig()
+	if err := validateContainerConfig(c); err != nil {
+		return nil, err
+	}
+	sb, err := b.inspectSandbox(ctx, req.PodSandboxId)
+	if err != nil {
+		return nil, err
+	}
+	if !sb.InDocker {
+		return nil, status.Errorf(codes.FailedPrecondition, "pod sandbox %s has no pause container; run a new sandbox", sb.ID)
+	}
+	name := b.containerName(sb, c.Metadata)
+	if ins, err := b.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{}); err == nil {
+		if ins.Container.Config != nil && ins.Container.Config.Labels[LabelInstance] == b.opts.Instance {
+			return &runtimeapi.CreateContainerResponse{ContainerId: ins.Container.ID}, nil
+		}
+		return nil, status.Errorf(codes.AlreadyExists, "a container named %s not managed by this shim exists", name)
+	}
+
+	logPath := ""
+	if dir := req.GetSandboxConfig().GetLogDirectory(); dir != "" && c.LogPath != "" {
+		logPath = filepath.Join(dir, c.LogPath)
+	} else if sb.LogDir != "" && c.LogPath != "" {
+		logPath = filepath.Join(sb.LogDir, c.LogPath)
+	}
+	labels := map[string]string{
+		LabelInstance:    b.opts.Instance,
+		LabelType:        typeContainer,
+		LabelSandboxID:   sb.ID,
+		LabelName:        c.Metadata.Name,
+		LabelAttempt:     strconv.FormatUint(uint64(c.Metadata.Attempt), 10),
+		LabelCRILabels:   encodeMap(c.Labels),
+		LabelAnnotations: encodeMap(c.Annotations),
+		LabelLogPath:     logPath,
+		LabelImage:       c.Image.Image,
+		LabelPodName:     sb.Name,
+		LabelPodNS:       sb.Namespace,
+		LabelPodUID:      sb.UID,
+		labelCreated:     strconv.FormatInt(time.Now().UnixNano(), 10),
+	}
+	env := make([]string, 0, len(c.Envs))
+	for _, e := range c.Envs {
+		env = append(env, e.Key+"="+string(e.Value))
+	}
+	cfg := &container.Config{
+		Image:      c.Image.Image,
+		Env:        env,
+		WorkingDir: c.WorkingDir,
+		Labels:     labels,
+		Tty:        c.Tty,
+		OpenStdin:  c.Stdin,
+		StdinOnce:  c.StdinOnce,
+		AttachStdin: c.Stdin,
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+	if len(c.Command) > 0 {
+		cfg.Entrypoint = c.Command
+	}
+	if len(c.Args) > 0 {
+		cfg.Cmd = c.Args
+	}
+	hc := &container.HostConfig{
+		LogConfig: container.LogConfig{Type: "json-file"},
+	}
+	ns := c.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	hc.NetworkMode = container.NetworkMode("container:" + sb.ID)
+	if sb.HostNetwork {
+		hc.NetworkMode = "host"
+	}
+	hc.IpcMode = container.IpcMode(nsMode(ns.GetIpc(), sb.ID))
+	if hc.IpcMode == "" {
+		hc.IpcMode = "private"
+	}
+	hc.PidMode = container.PidMode(nsMode(ns.GetPid(), sb.ID))
+	if ns.GetPid() == runtimeapi.NamespaceMode_TARGET && ns.TargetId != "" {
+		hc.PidMode = container.PidMode("container:" + ns.TargetId)
+	}
+	for _, m := range c.Mounts {
+		mode := "rw"
+		if m.Readonly {
+			mode = "ro"
+		}
+		switch m.Propagation {
+		case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
+			mode += ",rslave"
+		case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
+			mode += ",rshared"
+		default:
+			mode += ",rprivate"
+		}
+		hc.Binds = append(hc.Binds, m.HostPath+":"+m.ContainerPath+":"+mode)
+	}
+	for _, d := range c.Devices {
+		hc.Devices = append(hc.Devices, container.DeviceMapping{PathOnHost: d.HostPath, PathInContainer: d.ContainerPath, CgroupPermissions: d.Permissions})
+	}
+	if l := c.GetLinux(); l != nil {
+		applyResources(&hc.Resources, l.Resources)
+		if r := l.Resources; r != nil {
+			hc.OomScoreAdj = oomScoreAdj(int(r.OomScoreAdj))
+		}
+		if sc := l.SecurityContext; sc != nil {
+			if err := applySecurity(cfg, hc, sc); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if hc.CgroupParent == "" {
+		hc.CgroupParent = req.GetSandboxConfig().GetLinux().GetCgroupParent()
+	}
+	res, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc, Name: name})
+	if err != nil {
+		return nil, toStatus(err, "create container %s", name)
+	}
+	return &runtimeapi.CreateContainerResponse{ContainerId: res.ID}, nil
+}
+
+func applyResources(r *container.Resources, lr *runtimeapi.LinuxContainerResources) {
+	if lr == nil {
+		return
+	}
+	r.CPUShares = lr.CpuShares
+	r.CPUQuota = lr.CpuQuota
+	r.CPUPeriod = lr.CpuPeriod
+	r.Memory = lr.MemoryLimitInBytes
+	if lr.MemoryLimitInBytes > 0 {
+		// Without swap accounting settings Docker would allow twice the limit.
+		r.MemorySwap = lr.MemoryLimitInBytes
+		if lr.MemorySwapLimitInBytes > lr.MemoryLimitInBytes {
+			r.MemorySwap = lr.MemorySwapLimitInBytes
+		}
+	}
+	r.CpusetCpus = lr.CpusetCpus
+	r.CpusetMems = lr.CpusetMems
+}
+
+// capNames maps capability numbers to Docker's names.
+var capNames = []string{
+	"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
+	"SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW",
+	"IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT",
+	"SYS_ADMIN", "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD",
+	"LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG",
+	"WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE",
+}
+
+// boundingCaps returns the capabilities the Docker daemon can hand out,
+// taken from our own bounding set (the daemon runs on the same host).
+func boundingCaps() []string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return []string{"ALL"}
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				break
+			}
+			var out []string
+			for i, n := range capNames {
+				if mask&(1<<uint(i)) != 0 {
+					out = append(out, n)
+				}
+			}
+			return out
+		}
+	}
+	return []string{"ALL"}
+}
+
+// applyPrivileged gives a container what --privileged gives, except that it
+// grants only the capabilities in the host's bounding set: Docker's own
+// --privileged asks for every capability and fails on hosts (like CI
+// containers) whose bounding set lacks some, such as CAP_SYS_RESOURCE.
+func applyPrivileged(hc *container.HostConfig) {
+	hc.CapAdd = boundingCaps()
+	hc.SecurityOpt = append(hc.SecurityOpt, "seccomp=unconfined", "apparmor=unconfined", "label=disable")
+	hc.MaskedPaths = []string{}
+	hc.ReadonlyPaths = []string{}
+	if entries, err := os.ReadDir("/dev"); err == nil {
+		for _, e := range entries {
+			if e.Type()&os.ModeDevice != 0 && e.Type()&os.ModeCharDevice != 0 {
+				switch e.Name() {
+				case "null", "zero", "full", "random", "urandom", "tty", "console", "ptmx":
+					continue
+				}
+				p := "/dev/" + e.Name()
+				hc.Devices = append(hc.Devices, container.DeviceMapping{PathOnHost: p, PathInContainer: p, CgroupPermissions: "rwm"})
+			}
+		}
+	}
+}
+
+// canLowerOOM is whether the host lets containers lower their OOM score:
+// that needs CAP_SYS_RESOURCE, which CI containers often lack.
+var canLowerOOM = func() bool {
+	for _, c := range boundingCaps() {
+		if c == "SYS_RESOURCE" || c == "ALL" {
+			return true
+		}
+	}
+	return false
+}()
+
+// oomScoreAdj clamps a negative score to 0 where it cannot be set, instead
+// of letting runc fail the start.
+func oomScoreAdj(v int) int {
+	if v < 0 && !canLowerOOM {
+		return 0
+	}
+	return v
+}
+
+func seccompOpt(p *runtimeapi.SecurityProfile, legacy string) []string {
+	switch {
+	case p != nil && p.ProfileType == runtimeapi.SecurityProfile_Unconfined:
+		return []string{"seccomp=unconfined"}
+	case p != nil && p.ProfileType == runtimeapi.SecurityProfile_Localhost:
+		if b, err := os.ReadFile(p.LocalhostRef); err == nil {
+			return []string{"seccomp=" + string(b)}
+		}
+	case p == nil && legacy == "unconfined":
+		return []string{"seccomp=unconfined"}
+	}
+	return nil
+}
+
+func applySecurity(cfg *container.Config, hc *container.HostConfig, sc *runtimeapi.LinuxContainerSecurityContext) error {
+	if sc.Privileged {
+		applyPrivileged(hc)
+	} else {
+		if sc.Capabilities != nil {
+			for _, c := range sc.Capabilities.AddCapabilities {
+				hc.CapAdd = append(hc.CapAdd, strings.TrimPrefix(strings.ToUpper(c), "CAP_"))
+			}
+			for _, c := range sc.Capabilities.DropCapabilities {
+				hc.CapDrop = append(hc.CapDrop, strings.TrimPrefix(strings.ToUpper(c), "CAP_"))
+			}
+			if len(sc.Capabilities.AddAmbientCapabilities) > 0 {
+				return invalid("config.linux.security_context.capabilities.add_ambient_capabilities", "not supported by Docker")
+			}
+		}
+		hc.SecurityOpt = append(hc.SecurityOpt, seccompOpt(sc.Seccomp, sc.SeccompProfilePath)...)
+		if sc.MaskedPaths != nil {
+			hc.MaskedPaths = sc.MaskedPaths
+		}
+		if sc.ReadonlyPaths != nil {
+			hc.ReadonlyPaths = sc.ReadonlyPaths
+		}
+	}
+	if a := sc.Apparmor; a != nil && a.ProfileType == runtimeapi.SecurityProfile_Unconfined {
+		hc.SecurityOpt = append(hc.SecurityOpt, "apparmor=unconfined")
+	}
+	if sc.NoNewPrivs {
+		hc.SecurityOpt = append(hc.SecurityOpt, "no-new-privileges")
+	}
+	hc.ReadonlyRootfs = sc.ReadonlyRootfs
+	user := ""
+	switch {
+	case sc.RunAsUser != nil:
+		user = strconv.FormatInt(sc.RunAsUser.Value, 10)
+	case sc.RunAsUsername != "":
+		user = sc.RunAsUsername
+	}
+	if sc.RunAsGroup != nil {
+		if user == "" {
+			return invalid("config.linux.security_context.run_as_group", "needs run_as_user or run_as_username")
+		}
+		user += ":" + strconv.FormatInt(sc.RunAsGroup.Value, 10)
+	}
+	cfg.User = user
+	for _, g := range sc.SupplementalGroups {
+		hc.GroupAdd = append(hc.GroupAdd, strconv.FormatInt(g, 10))
+	}
+	return nil
+}
+
+// inspectContainer resolves id to one of our (non-sandbox) containers.
+func (b *Backend) inspectContainer(ctx context.Context, id string) (container.InspectResponse, error) {
+	if id == "" {
+		return container.InspectResponse{}, invalid("container_id", "is required")
+	}
+	ins, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) || cerrdefs.IsInvalidArgument(err) {
+			return container.InspectResponse{}, notFound("container", id)
+		}
+		return container.InspectResponse{}, toStatus(err, "inspect container %s", id)
+	}
+	l := ins.Container.Config.Labels
+	if l[LabelInstance] != b.opts.Instance || l[LabelType] != typeContainer {
+		return container.InspectResponse{}, notFound("container", id)
+	}
+	return ins.Container, nil
+}
+
+// StartContainer starts the container and its CRI log follower.
+func (b *Backend) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
+	ct, err := b.inspectContainer(ctx, req.ContainerId)
+	if err != nil {
+		return nil, err
+	}
+	if ct.State != nil && ct.State.Status != container.StateCreated {
+		return nil, status.Errorf(codes.FailedPrecondition, "container %s is %s, not created", ct.ID, ct.State.Status)
+	}
+	logPath := ct.Config.Labels[LabelLogPath]
+	if logPath != "" {
+		// Create the file before the start, so a caller finds it at once.
+		if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+			return nil, status.Errorf(codes.Internal, "log dir: %v", err)
+		}
+	}
+	if _, err := b.cli.ContainerStart(ctx, ct.ID, client.ContainerStartOptions{}); err != nil {
+		return nil, toStatus(err, "start container %s", ct.ID)
+	}
+	if logPath != "" {
+		if err := b.startFollower(ct.ID, logPath, time.Time{}); err != nil {
+			b.log.Warn("CRI log follower not started", "container", ct.ID, "path", logPath, "err", err)
+		}
+	}
+	return &runtimeapi.StartContainerResponse{}, nil
+}
+
+func (b *Backend) stopContainer(ctx context.Context, id string, timeout int64) error {
+	t := int(timeout)
+	if _, err := b.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &t}); err != nil && !cerrdefs.IsNotFound(err) {
+		return toStatus(err, "stop container %s", id)
+	}
+	b.waitFollower(id, 5*time.Second)
+	return nil
+}
+
+// StopContainer stops the container within the grace period; stopping a
+// missing or stopped container succeeds.
+func (b *Backend) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	ct, err := b.inspectContainer(ctx, req.ContainerId)
+	if err != nil {
+		if isNotFound(err) {
+			return &runtimeapi.StopContainerResponse{}, nil
+		}
+		return nil, err
+	}
+	if err := b.stopContainer(ctx, ct.ID, req.Timeout); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+func (b *Backend) removeContainer(ctx context.Context, id string) error {
+	b.dropFollower(id)
+	if _, err := b.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return toStatus(err, "remove container %s", id)
+	}
+	return nil
+}
+
+// RemoveContainer force-removes the container; a missing one is not an error.
+// The CRI log file stays: the kubelet removes log files itself.
+func (b *Backend) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
+	ct, err := b.inspectContainer(ctx, req.ContainerId)
+	if err != nil {
+		if isNotFound(err) {
+			return &runtimeapi.RemoveContainerResponse{}, nil
+		}
+		return nil, err
+	}
+	if err := b.removeContainer(ctx, ct.ID); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.RemoveContainerResponse{}, nil
+}
+
+func containerState(s container.ContainerState) runtimeapi.ContainerState {
+	switch s {
+	case container.StateCreated:
+		return runtimeapi.ContainerState_CONTAINER_CREATED
+	case container.StateRunning, container.StatePaused, container.StateRestarting:
+		return runtimeapi.ContainerState_CONTAINER_RUNNING
+	case container.StateExited, container.StateDead, container.StateRemoving:
+		return runtimeapi.ContainerState_CONTAINER_EXITED
+	}
+	return runtimeapi.ContainerState_CONTAINER_UNKNOWN
+}
+
+func containerMeta(l map[string]string) *runtimeapi.ContainerMetadata {
+	return &runtimeapi.ContainerMetadata{Name: l[LabelName], Attempt: parseAttempt(l[LabelAttempt])}
+}
+
+// ListContainers lists our containers with the CRI filter.
+func (b *Backend) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	items, err := b.listContainers(ctx, req.GetFilter())
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ListContainersResponse{Containers: items}, nil
+}
+
+func (b *Backend) listContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	var extra []string
+	if f.GetPodSandboxId() != "" && len(f.GetPodSandboxId()) == 64 {
+		extra = append(extra, LabelSandboxID+"="+f.PodSandboxId)
+	}
+	cs, err := b.listDocker(ctx, typeContainer, extra...)
+	if err != nil {
+		return nil, toStatus(err, "list containers")
+	}
+	out := make([]*runtimeapi.Container, 0, len(cs))
+	for _, c := range cs {
+		l := c.Labels
+		ct := &runtimeapi.Container{
+			Id: c.ID, PodSandboxId: l[LabelSandboxID], Metadata: containerMeta(l),
+			Image: &runtimeapi.ImageSpec{Image: l[LabelImage], UserSpecifiedImage: l[LabelImage]}, ImageRef: c.ImageID, ImageId: c.ImageID,
+			State: containerState(c.State), Labels: decodeMap(l[LabelCRILabels]), Annotations: decodeMap(l[LabelAnnotations]),
+		}
+		ct.CreatedAt, _ = strconv.ParseInt(l[labelCreated], 10, 64)
+		if f != nil {
+			if f.Id != "" && !strings.HasPrefix(ct.Id, f.Id) {
+				continue
+			}
+			if f.PodSandboxId != "" && !strings.HasPrefix(ct.PodSandboxId, f.PodSandboxId) {
+				continue
+			}
+			if f.State != nil && f.State.State != ct.State {
+				continue
+			}
+			if !matchLabels(f.LabelSelector, ct.Labels) {
+				continue
+			}
+		}
+		out = append(out, ct)
+	}
+	return out, nil
+}
+
+func parseDockerTime(s string) int64 {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.Year() < 2 {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// ContainerStatus reports state, exit code, reason and times of a container.
+func (b *Backend) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	ct, err := b.inspectContainer(ctx, req.ContainerId)
+	if err != nil {
+		return nil, err
+	}
+	st := b.containerStatus(ct)
+	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		// Let the log follower drain so callers reading the log after
+		// seeing EXITED find every line.
+		b.waitFollower(ct.ID, 2*time.Second)
+	}
+	resp := &runtimeapi.ContainerStatusResponse{Status: st}
+	if req.Verbose {
+		pid := 0
+		if ct.State != nil {
+			pid = ct.State.Pid
+		}
+		resp.Info = map[string]string{"info": fmt.Sprintf(`{"pid":%d}`, pid)}
+	}
+	return resp, nil
+}
+
+func (b *Backend) containerStatus(ct container.InspectResponse) *runtimeapi.ContainerStatus {
+	l := ct.Config.Labels
+	st := &runtimeapi.ContainerStatus{
+		Id: ct.ID, Metadata: containerMeta(l),
+		Image:    &runtimeapi.ImageSpec{Image: l[LabelImage], UserSpecifiedImage: l[LabelImage]},
+		ImageRef: ct.Image, ImageId: ct.Image,
+		Labels:   decodeMap(l[LabelCRILabels]), Annotations: decodeMap(l[LabelAnnotations]),
+		LogPath:  l[LabelLogPath],
+	}
+	st.CreatedAt, _ = strconv.ParseInt(l[labelCreated], 10, 64)
+	if s := ct.State; s != nil {
+		st.State = containerState(s.Status)
+		if st.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+			st.StartedAt = parseDockerTime(s.StartedAt)
+		}
+		if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			st.FinishedAt = parseDockerTime(s.FinishedAt)
+			st.ExitCode = int32(s.ExitCode)
+			switch {
+			case s.OOMKilled:
+				st.Reason = "OOMKilled"
+			case s.ExitCode == 0:
+				st.Reason = "Completed"
+			default:
+				st.Reason = "Error"
+			}
+			st.Message = s.Error
+		}
+	}
+	for _, m := range ct.Mounts {
+		if m.Type != "bind" {
+			continue
+		}
+		cm := &runtimeapi.Mount{ContainerPath: m.Destination, HostPath: m.Source, Readonly: !m.RW}
+		switch m.Propagation {
+		case "rslave", "slave":
+			cm.Propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+		case "rshared", "shared":
+			cm.Propagation = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+		}
+		st.Mounts = append(st.Mounts, cm)
+	}
+	if hc := ct.HostConfig; hc != nil {
+		st.Resources = &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{
+			CpuPeriod: hc.CPUPeriod, CpuQuota: hc.CPUQuota, CpuShares: hc.CPUShares,
+			MemoryLimitInBytes: hc.Memory, OomScoreAdj: int64(hc.OomScoreAdj),
+			CpusetCpus: hc.CpusetCpus, CpusetMems: hc.CpusetMems,
+		}}
+	}
+	return st
+}
+
+// UpdateContainerResources changes CPU and memory limits of a live container.
+func (b *Backend) UpdateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	ct, err := b.inspectContainer(ctx, req.ContainerId)
+	if err != nil {
+		return nil, err
+	}
+	if req.Linux == nil {
+		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+	}
+	var r container.Resources
+	applyResources(&r, req.Linux)
+	if r.Memory > 0 && ct.HostConfig != nil && ct.HostConfig.MemorySwap > 0 && r.MemorySwap == 0 {
+		r.MemorySwap = r.Memory
+	}
+	if _, err := b.cli.ContainerUpdate(ctx, ct.ID, client.ContainerUpdateOptions{Resources: &r}); err != nil {
+		return nil, toStatus(err, "update container %s", ct.ID)
+	}
+	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+}
+
+// ReopenContainerLog reopens the CRI log file after the caller rotated it.
+func (b *Backend) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
+	ct, err := b.inspectContainer(ctx, req.ContainerId)
+	if err != nil {
+		return nil, err
+	}
+	if ct.State == nil || !ct.State.Running {
+		return nil, status.Errorf(codes.FailedPrecondition, "container %s is not running", ct.ID)
+	}
+	b.mu.Lock()
+	f := b.logs[ct.ID]
+	b.mu.Unlock()
+	if f == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "container %s has no log file", ct.ID)
+	}
+	if err := f.file.Reopen(); err != nil {
+		return nil, status.Errorf(codes.Internal, "reopen log of %s: %v", ct.ID, err)
+	}
+	return &runtimeapi.ReopenContainerLogResponse{}, nil
+}

@@ -1,0 +1,145 @@
+package docker
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"syscall"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/authconfig"
+	"github.com/moby/moby/api/types/registry"
+	"github.com/moby/moby/client"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// PullImage pulls through Docker with the caller's registry credentials and
+// answers the pulled image's ID.
+func (b *Backend) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+	ref := req.GetImage().GetImage()
+	if ref == "" {
+		return nil, invalid("image.image", "is required")
+	}
+	opts := client.ImagePullOptions{}
+	if a := req.GetAuth(); a != nil {
+		enc, err := authconfig.Encode(registry.AuthConfig{
+			Username: a.Username, Password: a.Password, Auth: a.Auth,
+			ServerAddress: a.ServerAddress, IdentityToken: a.IdentityToken, RegistryToken: a.RegistryToken,
+		})
+		if err != nil {
+			return nil, invalid("auth", err.Error())
+		}
+		opts.RegistryAuth = enc
+	}
+	resp, err := b.cli.ImagePull(ctx, ref, opts)
+	if err != nil {
+		return nil, toStatus(err, "pull %s", ref)
+	}
+	err = resp.Wait(ctx)
+	_ = resp.Close()
+	if err != nil {
+		return nil, toStatus(err, "pull %s", ref)
+	}
+	ins, err := b.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return nil, toStatus(err, "inspect pulled %s", ref)
+	}
+	return &runtimeapi.PullImageResponse{ImageRef: ins.ID}, nil
+}
+
+func toCRIImage(id string, tags, digests []string, size int64, user string) *runtimeapi.Image {
+	img := &runtimeapi.Image{Id: id, RepoTags: tags, RepoDigests: digests, Size: uint64(max(size, 0)), Spec: &runtimeapi.ImageSpec{Image: id}}
+	if user != "" {
+		u, _, _ := strings.Cut(user, ":")
+		if n, err := strconv.ParseInt(u, 10, 64); err == nil {
+			img.Uid = &runtimeapi.Int64Value{Value: n}
+		} else {
+			img.Username = u
+		}
+	}
+	return img
+}
+
+// ImageStatus answers an empty response (not an error) for an absent image,
+// as the CRI asks.
+func (b *Backend) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
+	ref := req.GetImage().GetImage()
+	if ref == "" {
+		return nil, invalid("image.image", "is required")
+	}
+	ins, err := b.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) || cerrdefs.IsInvalidArgument(err) {
+			return &runtimeapi.ImageStatusResponse{}, nil
+		}
+		return nil, toStatus(err, "inspect image %s", ref)
+	}
+	user := ""
+	if ins.Config != nil {
+		user = ins.Config.User
+	}
+	resp := &runtimeapi.ImageStatusResponse{Image: toCRIImage(ins.ID, ins.RepoTags, ins.RepoDigests, ins.Size, user)}
+	if req.Verbose {
+		resp.Info = map[string]string{"info": `{"os":"` + ins.Os + `","architecture":"` + ins.Architecture + `"}`}
+	}
+	return resp, nil
+}
+
+// ListImages lists Docker's images, optionally only those matching the filter's image.
+func (b *Backend) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	opts := client.ImageListOptions{}
+	if ref := req.GetFilter().GetImage().GetImage(); ref != "" {
+		opts.Filters = client.Filters{}
+		opts.Filters.Add("reference", ref)
+	}
+	res, err := b.cli.ImageList(ctx, opts)
+	if err != nil {
+		return nil, toStatus(err, "list images")
+	}
+	out := make([]*runtimeapi.Image, 0, len(res.Items))
+	for _, s := range res.Items {
+		out = append(out, toCRIImage(s.ID, s.RepoTags, s.RepoDigests, s.Size, ""))
+	}
+	return &runtimeapi.ListImagesResponse{Images: out}, nil
+}
+
+// RemoveImage removes the image with all its tags; an absent image is not an error.
+func (b *Backend) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
+	ref := req.GetImage().GetImage()
+	if ref == "" {
+		return nil, invalid("image.image", "is required")
+	}
+	ins, err := b.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return &runtimeapi.RemoveImageResponse{}, nil
+		}
+		return nil, toStatus(err, "inspect image %s", ref)
+	}
+	// Removing by ID with force drops every tag, the CRI's meaning of
+	// removing an image.
+	if _, err := b.cli.ImageRemove(ctx, ins.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return nil, toStatus(err, "remove image %s", ref)
+	}
+	return &runtimeapi.RemoveImageResponse{}, nil
+}
+
+// ImageFsInfo reports the filesystem of Docker's root dir.
+func (b *Backend) ImageFsInfo(ctx context.Context, _ *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
+	info, err := b.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return nil, toStatus(err, "docker info")
+	}
+	root := info.Info.DockerRootDir
+	usage := &runtimeapi.FilesystemUsage{Timestamp: nowNano(), FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: root}}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(root, &st); err == nil {
+		usage.UsedBytes = &runtimeapi.UInt64Value{Value: (st.Blocks - st.Bfree) * uint64(st.Bsize)}
+		usage.InodesUsed = &runtimeapi.UInt64Value{Value: st.Files - st.Ffree}
+	} else {
+		usage.UsedBytes = &runtimeapi.UInt64Value{}
+		usage.InodesUsed = &runtimeapi.UInt64Value{}
+	}
+	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{usage}, ContainerFilesystems: []*runtimeapi.FilesystemUsage{usage}}, nil
+}
+
