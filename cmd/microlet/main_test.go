@@ -130,7 +130,9 @@ type running struct {
 func startMicrolet(t *testing.T, runDir string, args ...string) *running {
 	t.Helper()
 	r := &running{runDir: runDir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
-	full := append([]string{"run", "--run-dir", runDir, "--data-dir", t.TempDir(), "--bin-dir", binDir, "--node-name", "test-node"}, args...)
+	// A manifest dir gives podconfig a source, as `make run` does; args may override it.
+	full := append([]string{"run", "--run-dir", runDir, "--data-dir", t.TempDir(), "--bin-dir", binDir,
+		"--node-name", "test-node", "--manifest-dir", t.TempDir()}, args...)
 	r.cmd = exec.Command(filepath.Join(binDir, "microlet"), full...)
 	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
 	// If the test binary dies, microlet dies, and with it its children.
@@ -565,7 +567,13 @@ func holdSocket(t *testing.T, path string) {
 // microlet.sock, so status, health and get talk to the service sockets.
 func TestCLIWithoutSupervisor(t *testing.T) {
 	runDir := shortDir(t)
-	pc := exec.Command(filepath.Join(binDir, "podconfig"), "--run-dir", runDir, "--data-dir", t.TempDir(), "--manifest-dir", t.TempDir())
+	manifests := t.TempDir()
+	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: hello}\nspec:\n  containers: [{name: c, image: busybox}]\n"
+	if err := os.WriteFile(filepath.Join(manifests, "hello.yaml"), []byte(pod), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pc := exec.Command(filepath.Join(binDir, "podconfig"), "--run-dir", runDir, "--data-dir", t.TempDir(),
+		"--manifest-dir", manifests, "--node-name", "test-node")
 	pc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var pcErr syncBuffer
 	pc.Stderr = &pcErr
@@ -606,13 +614,32 @@ func TestCLIWithoutSupervisor(t *testing.T) {
 		t.Errorf("health of a stopped service: exit %d, %q; want 1 and DOWN", code, errOut)
 	}
 
-	// get pods: podconfig answers (a table) or says clearly that it cannot yet.
+	// get pods: podconfig lists the static pod (statusd is down, so the
+	// phase is podconfig's own), or says in one line that it cannot yet.
 	out, errOut, code = runCLI(t, "get", "pods", "--run-dir", runDir)
 	switch code {
 	case 0:
-		if !strings.HasPrefix(out, "NAMESPACE") {
-			t.Errorf("get pods table:\n%s", out)
+		eventually(t, "the static pod listed", func() bool {
+			out, errOut, code = runCLI(t, "get", "pods", "--run-dir", runDir)
+			return code == 0 && regexp.MustCompile(`(?m)^default\s+hello-test-node\s+\S+\s+file\s+\S+\s+0/1\s+0\s`).MatchString(out)
+		})
+		if !strings.HasPrefix(out, "NAMESPACE  NAME") || !strings.Contains(errOut, "statusd") {
+			t.Errorf("get pods: stdout\n%s\nstderr %s", out, errOut)
 		}
+		out, _, code = runCLI(t, "get", "pods", "--run-dir", runDir, "-o", "json")
+		var list struct {
+			Kind  string `json:"kind"`
+			Items []struct {
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal([]byte(out), &list); err != nil || code != 0 || list.Kind != "List" ||
+			len(list.Items) != 1 || list.Items[0].Metadata.Name != "hello-test-node" {
+			t.Errorf("get pods -o json: exit %d, err %v:\n%s", code, err, out)
+		}
+		checkWatch(t, runDir)
 	case 1:
 		if strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "does not implement ListPods") {
 			t.Errorf("get pods error %q", errOut)
@@ -623,5 +650,43 @@ func TestCLIWithoutSupervisor(t *testing.T) {
 	_, errOut, code = runCLI(t, "get", "node", "--run-dir", runDir)
 	if code != 1 || !strings.Contains(errOut, "nodestatusd is not answering") {
 		t.Errorf("get node without nodestatusd: exit %d, %q", code, errOut)
+	}
+}
+
+// checkWatch reads the first event of `get pods --watch -o json`: the static
+// pod, ADDED from the file source.
+func checkWatch(t *testing.T, runDir string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "microlet"), "get", "pods", "--watch", "-o", "json", "--run-dir", runDir)
+	var errOut syncBuffer
+	cmd.Stderr = &errOut
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("get pods --watch: %v; stderr %s", err, errOut.String())
+	}
+	var ev struct {
+		Type   string `json:"type"`
+		Source string `json:"source"`
+		Object struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		} `json:"object"`
+	}
+	if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Type != "ADDED" || ev.Source != "file" || ev.Object.Metadata.Name != "hello-test-node" {
+		t.Errorf("first watch event %q (err %v), want the static pod ADDED from file", line, err)
 	}
 }

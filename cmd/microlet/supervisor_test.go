@@ -67,6 +67,7 @@ func TestKilledServiceIsRestarted(t *testing.T) {
 	cfg.DataDir = t.TempDir()
 	cfg.BinDir = binDir
 	cfg.NodeName = "test-node"
+	cfg.ManifestDir = t.TempDir()
 	rec := &recorder{}
 	s, err := supervisor.New(cfg,
 		supervisor.WithEvents(rec.add),

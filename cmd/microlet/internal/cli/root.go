@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/microlet/microlet/cmd/microlet/internal/supervisor"
 	"github.com/microlet/microlet/internal/service"
 	"github.com/microlet/microlet/internal/version"
 )
@@ -30,16 +29,13 @@ func failure(format string, args ...any) error {
 // badUsage is a usage or configuration problem: exit status 2.
 func badUsage(err error) error { return &exitError{code: 2, err: err} }
 
-// exitCode maps an error to the process status. Errors cobra raises itself
-// (unknown command or flag, wrong argument count) are usage errors.
+// exitCode maps an error to the process status. Our commands mark their
+// errors with exitError; anything else comes from cobra itself (unknown
+// command or flag, wrong argument count) and is a usage error.
 func exitCode(err error) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
-	}
-	var ue *supervisor.UsageError
-	if errors.As(err, &ue) {
-		return 2
 	}
 	return 2
 }
