@@ -2,25 +2,116 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
 
-	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/kubeclient"
 	"github.com/microlet/microlet/internal/service"
+	"github.com/microlet/microlet/internal/version"
+	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
+	"github.com/microlet/microlet/services/nodestatusd/internal/agent"
+	"github.com/microlet/microlet/services/nodestatusd/internal/host"
+	"github.com/microlet/microlet/services/nodestatusd/internal/nodelease"
+	"github.com/microlet/microlet/services/nodestatusd/internal/pressure"
+	"github.com/microlet/microlet/services/nodestatusd/internal/registration"
+	"github.com/microlet/microlet/services/nodestatusd/internal/setters"
+	"github.com/microlet/microlet/services/nodestatusd/internal/simulate"
+	"github.com/microlet/microlet/services/nodestatusd/internal/sources"
 )
 
-// Config is nodestatusd's configuration.
+// Config is nodestatusd's configuration; defaults are the kubelet's.
 type Config struct {
 	service.Common `yaml:",inline"`
+
+	HostnameOverride    string            `yaml:"hostname_override" flag:"hostname-override" usage:"kubernetes.io/hostname label and Hostname address (default: the node name)"`
+	NodeIP              string            `yaml:"node_ip" flag:"node-ip" usage:"node IP address(es), comma-separated for dual-stack; default: the cloud's, else detected"`
+	NodeLabels          map[string]string `yaml:"node_labels" flag:"node-labels" usage:"labels to register the node with (override the defaults)"`
+	RegisterWithTaints  []string          `yaml:"register_with_taints" flag:"register-with-taints" usage:"taints to register the node with, key[=value]:Effect"`
+	RegisterSchedulable bool              `yaml:"register_schedulable" flag:"register-schedulable" usage:"register the node schedulable; false adds the unschedulable taint"`
+	CloudProvider       string            `yaml:"cloud_provider" flag:"cloud-provider" usage:"\"external\" registers with the uninitialized taint for a cloud controller"`
+
+	NodeStatusUpdateFrequency time.Duration `yaml:"node_status_update_frequency" flag:"node-status-update-frequency" usage:"how often the status is computed"`
+	NodeStatusReportFrequency time.Duration `yaml:"node_status_report_frequency" flag:"node-status-report-frequency" usage:"how often an unchanged status is still reported"`
+	NodeLeaseDurationSeconds  int32         `yaml:"node_lease_duration_seconds" flag:"node-lease-duration-seconds" usage:"duration of the node Lease"`
+	NodeLeaseRenewInterval    time.Duration `yaml:"node_lease_renew_interval" flag:"node-lease-renew-interval" usage:"Lease renew interval (default: a quarter of the duration)"`
+	FastStatusTimeout         time.Duration `yaml:"fast_status_timeout" flag:"fast-status-timeout" usage:"how long the startup loop reports Ready early"`
+
+	MaxPods                          int64             `yaml:"max_pods" flag:"max-pods" usage:"pods capacity"`
+	NodeStatusMaxImages              int               `yaml:"node_status_max_images" flag:"node-status-max-images" usage:"at most this many images in the status (-1: no cap)"`
+	KubeReserved                     map[string]string `yaml:"kube_reserved" flag:"kube-reserved" usage:"resources reserved for node daemons, e.g. cpu=100m,memory=256Mi"`
+	SystemReserved                   map[string]string `yaml:"system_reserved" flag:"system-reserved" usage:"resources reserved for the OS"`
+	EvictionHard                     map[string]string `yaml:"eviction_hard" flag:"eviction-hard" usage:"hard eviction thresholds, judged for the pressure conditions and subtracted from allocatable"`
+	EvictionPressureTransitionPeriod time.Duration     `yaml:"eviction_pressure_transition_period" flag:"eviction-pressure-transition-period" usage:"how long a pressure condition holds after the signal clears"`
+	NodeFsPath                       string            `yaml:"nodefs_path" flag:"nodefs-path" usage:"filesystem measured for nodefs (ephemeral-storage)"`
+	ImageFsPath                      string            `yaml:"imagefs_path" flag:"imagefs-path" usage:"filesystem measured for imagefs (default: nodefs)"`
+	DaemonPort                       int32             `yaml:"daemon_port" flag:"daemon-port" usage:"kubelet endpoint port advertised in the status"`
+	KubeAPIQPS                       float32           `yaml:"kube_api_qps" flag:"kube-api-qps" usage:"QPS of the registration client (heartbeats are never throttled)"`
+	KubeAPIBurst                     int               `yaml:"kube_api_burst" flag:"kube-api-burst" usage:"burst of the registration client"`
+
+	Simulate       int    `yaml:"simulate" flag:"simulate" usage:"simulate N nodes <simulate-prefix>-0..N-1 instead of the real one (load testing; needs a non-node credential)"`
+	SimulatePrefix string `yaml:"simulate_prefix" flag:"simulate-prefix" usage:"name prefix of simulated nodes"`
+}
+
+// DefaultConfig is the kubelet's defaults.
+func DefaultConfig() Config {
+	t := agent.DefaultTiming()
+	return Config{
+		Common:                           service.DefaultCommon(),
+		RegisterSchedulable:              true,
+		NodeStatusUpdateFrequency:        t.StatusUpdateFrequency,
+		NodeStatusReportFrequency:        t.StatusReportFrequency,
+		NodeLeaseDurationSeconds:         t.LeaseDurationSeconds,
+		FastStatusTimeout:                t.FastStatusTimeout,
+		MaxPods:                          setters.DefaultMaxPods,
+		NodeStatusMaxImages:              setters.DefaultMaxImages,
+		EvictionHard:                     copyMap(pressure.DefaultEvictionHard),
+		EvictionPressureTransitionPeriod: pressure.DefaultTransitionPeriod,
+		NodeFsPath:                       "/",
+		DaemonPort:                       setters.DefaultDaemonPort,
+		KubeAPIQPS:                       50,
+		KubeAPIBurst:                     100,
+		SimulatePrefix:                   "sim",
+	}
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 // Server is the nodestatusd service.
 type Server struct {
 	cfg Config
+
+	// built by Register
+	reg      registration.Options
+	nodeIPs  []net.IP
+	inputs   setters.Inputs
+	timing   agent.Timing
+	extra    *setters.Conditions
+	api      *api
+	clock    clock.WithTicker
+	restCfg  *rest.Config
+	runtime  *sources.Runtime
+	cloud    *sources.Cloud
+	statsTTL *statsCache
 }
 
 // New returns the service with its defaults.
-func New() *Server { return &Server{cfg: Config{Common: service.DefaultCommon()}} }
+func New() *Server { return &Server{cfg: DefaultConfig(), clock: clock.RealClock{}} }
 
 // Name implements service.Service.
 func (s *Server) Name() string { return components.NodeStatusd }
@@ -28,15 +119,186 @@ func (s *Server) Name() string { return components.NodeStatusd }
 // Config implements service.Service.
 func (s *Server) Config() service.CommonConfig { return &s.cfg }
 
-// Register implements service.Service.
+// Register implements service.Service: it checks every setting, so a bad
+// node name, label, taint or threshold stops startup with one line.
 func (s *Server) Register(env *service.Env) error {
-	nodestatusv1.RegisterNodeStatusServiceServer(env.Server.GRPC(), unimplemented{})
+	if err := s.validate(); err != nil {
+		return err
+	}
+	s.api = newAPI(env.Log)
+	s.extra = setters.NewConditions(s.api.pokeAll)
+	nodestatusv1.RegisterNodeStatusServiceServer(env.Server.GRPC(), s.api)
+	s.api.extra = s.extra
 	return nil
 }
 
-// Run implements service.Service: nothing to do yet, so it is ready at once.
-func (s *Server) Run(ctx context.Context, env *service.Env) error {
-	env.Ready()
-	<-ctx.Done()
+func (s *Server) validate() error {
+	c := &s.cfg
+	if c.Simulate < 0 {
+		return fmt.Errorf("simulate: %d: must not be negative", c.Simulate)
+	}
+	if c.Simulate > 0 {
+		if errs := validation.IsDNS1123Subdomain(c.SimulatePrefix + "-0"); len(errs) > 0 {
+			return fmt.Errorf("simulate_prefix %q: %s", c.SimulatePrefix, strings.Join(errs, "; "))
+		}
+	} else if err := registration.ValidateNodeName(c.NodeName); err != nil {
+		return err
+	}
+	if err := registration.ValidateLabels(c.NodeLabels); err != nil {
+		return err
+	}
+	taints, err := registration.ParseTaints(c.RegisterWithTaints)
+	if err != nil {
+		return err
+	}
+	switch c.CloudProvider {
+	case "", "external":
+	default:
+		return fmt.Errorf("cloud_provider %q: want \"\" or \"external\" (cloud providers run in cloudsyncd)", c.CloudProvider)
+	}
+	for _, ip := range strings.Split(c.NodeIP, ",") {
+		if ip = strings.TrimSpace(ip); ip == "" {
+			continue
+		}
+		p := net.ParseIP(ip)
+		if p == nil || p.IsUnspecified() {
+			return fmt.Errorf("node_ip %q: not an IP address", ip)
+		}
+		s.nodeIPs = append(s.nodeIPs, p)
+	}
+	if len(s.nodeIPs) > 2 {
+		return fmt.Errorf("node_ip %q: at most one IPv4 and one IPv6 address", c.NodeIP)
+	}
+	for name, d := range map[string]time.Duration{
+		"node_status_update_frequency": c.NodeStatusUpdateFrequency,
+		"node_status_report_frequency": c.NodeStatusReportFrequency,
+		"fast_status_timeout":          c.FastStatusTimeout,
+	} {
+		if d <= 0 {
+			return fmt.Errorf("%s: %s: must be positive", name, d)
+		}
+	}
+	if c.NodeLeaseDurationSeconds <= 0 {
+		return fmt.Errorf("node_lease_duration_seconds: %d: must be positive", c.NodeLeaseDurationSeconds)
+	}
+	if c.NodeLeaseRenewInterval < 0 || c.NodeLeaseRenewInterval >= time.Duration(c.NodeLeaseDurationSeconds)*time.Second {
+		return fmt.Errorf("node_lease_renew_interval: %s: must be shorter than the lease duration", c.NodeLeaseRenewInterval)
+	}
+	if c.MaxPods <= 0 {
+		return fmt.Errorf("max_pods: %d: must be positive", c.MaxPods)
+	}
+	if c.KubeAPIQPS <= 0 || c.KubeAPIBurst <= 0 {
+		return fmt.Errorf("kube_api_qps/kube_api_burst: must be positive")
+	}
+	th, err := pressure.ParseThresholds(c.EvictionHard)
+	if err != nil {
+		return fmt.Errorf("eviction_hard: %w", err)
+	}
+	reserved, err := setters.ParseReserved(c.KubeReserved, c.SystemReserved)
+	if err != nil {
+		return fmt.Errorf("kube_reserved/system_reserved: %w", err)
+	}
+	s.reg = registration.Options{
+		NodeName:              c.NodeName,
+		Hostname:              c.HostnameOverride,
+		Labels:                c.NodeLabels,
+		Taints:                taints,
+		Unschedulable:         !c.RegisterSchedulable,
+		ExternalCloudProvider: c.CloudProvider == "external",
+	}
+	s.timing = agent.Timing{
+		StatusUpdateFrequency: c.NodeStatusUpdateFrequency,
+		StatusReportFrequency: c.NodeStatusReportFrequency,
+		LeaseDurationSeconds:  c.NodeLeaseDurationSeconds,
+		LeaseRenewInterval:    c.NodeLeaseRenewInterval,
+		FastStatusTimeout:     c.FastStatusTimeout,
+	}
+	if s.timing.LeaseRenewInterval == 0 {
+		s.timing.LeaseRenewInterval = nodelease.RenewInterval(c.NodeLeaseDurationSeconds)
+	}
+	s.inputs = setters.Inputs{
+		NodeIPs:      s.nodeIPs,
+		EvictionHard: th,
+		Reserved:     reserved,
+		MaxPods:      c.MaxPods,
+		MaxImages:    c.NodeStatusMaxImages,
+		DaemonPort:   c.DaemonPort,
+		Version:      version.Version,
+		Pressure:     pressure.NewMonitor(th, c.EvictionPressureTransitionPeriod, s.clock),
+	}
+	rc, err := kubeclient.Config(c.Kubeconfig, components.NodeStatusd, c.KubeAPIQPS, c.KubeAPIBurst)
+	switch {
+	case errors.Is(err, kubeclient.ErrStandalone):
+		if c.Simulate > 0 {
+			return fmt.Errorf("simulate: needs a kubeconfig (simulated nodes exist only in an API server)")
+		}
+	case err != nil:
+		return err
+	default:
+		s.restCfg = rc
+	}
 	return nil
+}
+
+// Run implements service.Service.
+func (s *Server) Run(ctx context.Context, env *service.Env) error {
+	h := host.New()
+	facts, err := h.Facts()
+	if err != nil {
+		return fmt.Errorf("host facts: %w", err)
+	}
+	maxAge := s.cfg.NodeStatusUpdateFrequency / 2
+	s.runtime = sources.NewRuntime(env.Common.Endpoint(components.RuntimeShim), env.Common.ImageServiceEndpoint(), maxAge)
+	defer s.runtime.Close()
+	s.cloud = sources.NewCloud(env.Common.Endpoint(components.CloudSyncd), maxAge)
+	defer s.cloud.Close()
+	s.statsTTL = newStatsCache(h, s.cfg.NodeFsPath, s.cfg.ImageFsPath, time.Second)
+
+	in := s.inputs
+	in.Facts = facts
+	in.Stats = s.statsTTL.get
+	in.Runtime = s.runtime.Get
+	in.RuntimeEndpoint = s.runtime.Endpoint()
+	in.Cloud = s.cloud.Get
+	in.Extra = s.extra
+
+	sc := agent.SharedConfig{
+		RestConfig: s.restCfg,
+		QPS:        s.cfg.KubeAPIQPS,
+		Burst:      s.cfg.KubeAPIBurst,
+		NodeName:   s.cfg.NodeName,
+		Timing:     s.timing,
+		Clock:      s.clock,
+		Log:        env.Log,
+		Inputs:     in,
+	}
+	if s.cfg.Simulate > 0 {
+		sc.NodeSelector = labels.SelectorFromSet(labels.Set{simulate.LabelPrefix: s.cfg.SimulatePrefix})
+	}
+	sh, err := agent.NewShared(ctx, sc)
+	if err != nil {
+		return err
+	}
+	var agents []*agent.Agent
+	if s.cfg.Simulate > 0 {
+		agents = simulate.Agents(sh, s.reg, s.cfg.SimulatePrefix, s.cfg.Simulate)
+		env.Log.Info("simulating nodes", "count", s.cfg.Simulate, "prefix", s.cfg.SimulatePrefix)
+	} else {
+		agents = []*agent.Agent{agent.New(s.cfg.NodeName, sh, s.reg)}
+		if sh.Standalone() {
+			env.Log.Info("standalone: no kubeconfig; the Node is computed and served over gRPC only")
+		}
+	}
+	s.api.setAgents(agents)
+	env.Ready()
+	return simulate.RunAll(ctx, agents)
+}
+
+// NodeFromBytes decodes a Node sent over the API (CLI and tests).
+func NodeFromBytes(b []byte) (*corev1.Node, error) {
+	n := &corev1.Node{}
+	if err := n.Unmarshal(b); err != nil {
+		return nil, err
+	}
+	return n, nil
 }

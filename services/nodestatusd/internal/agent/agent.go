@@ -1,0 +1,331 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/connrotation"
+	"k8s.io/utils/clock"
+
+	"github.com/microlet/microlet/services/nodestatusd/internal/nodelease"
+	"github.com/microlet/microlet/services/nodestatusd/internal/registration"
+	"github.com/microlet/microlet/services/nodestatusd/internal/setters"
+	"github.com/microlet/microlet/services/nodestatusd/internal/sources"
+	"github.com/microlet/microlet/services/nodestatusd/internal/statusupdate"
+)
+
+// Timing holds the intervals, with the kubelet's defaults from DefaultTiming.
+type Timing struct {
+	// StatusUpdateFrequency is --node-status-update-frequency (10 s).
+	StatusUpdateFrequency time.Duration
+	// StatusReportFrequency is --node-status-report-frequency (5 min).
+	StatusReportFrequency time.Duration
+	// LeaseDurationSeconds is --node-lease-duration-seconds (40).
+	LeaseDurationSeconds int32
+	// LeaseRenewInterval is a quarter of the duration unless set.
+	LeaseRenewInterval time.Duration
+	// FastStatusTimeout bounds the startup loop that reports Ready early (120 s).
+	FastStatusTimeout time.Duration
+}
+
+// DefaultTiming is the kubelet's.
+func DefaultTiming() Timing {
+	return Timing{
+		StatusUpdateFrequency: 10 * time.Second,
+		StatusReportFrequency: statusupdate.DefaultReportFrequency,
+		LeaseDurationSeconds:  nodelease.DefaultDurationSeconds,
+		LeaseRenewInterval:    nodelease.RenewInterval(nodelease.DefaultDurationSeconds),
+		FastStatusTimeout:     statusupdate.FastTimeout,
+	}
+}
+
+// HeartbeatTimeout is the kubelet's: min(10 s, lease duration).
+func HeartbeatTimeout(leaseSeconds int32) time.Duration {
+	return min(10*time.Second, time.Duration(leaseSeconds)*time.Second)
+}
+
+// SharedConfig describes what the agents of one process share.
+type SharedConfig struct {
+	// RestConfig is nil in standalone mode.
+	RestConfig *rest.Config
+	// QPS and Burst limit the registration client (the kubelet's 50/100).
+	QPS   float32
+	Burst int
+	// NodeName selects the informer's field selector for one node; with
+	// NodeSelector set (simulation) the informer watches all matching nodes.
+	NodeName     string
+	NodeSelector labels.Selector
+	Timing       Timing
+	Clock        clock.WithTicker
+	Log          *slog.Logger
+	// Inputs is the template of every agent's setter inputs; Hostname is
+	// per agent.
+	Inputs setters.Inputs
+}
+
+// Shared is what agents share.
+type Shared struct {
+	cfg       SharedConfig
+	client    kubernetes.Interface
+	heartbeat kubernetes.Interface
+	closeIdle func()
+	lister    corelisters.NodeLister
+	synced    func() bool
+}
+
+// NewShared builds the clients (the heartbeat one unthrottled, with its
+// own connections that are closed after repeated failures) and starts the
+// Node informer. In standalone mode (no RestConfig) it builds none.
+func NewShared(ctx context.Context, cfg SharedConfig) (*Shared, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	sh := &Shared{cfg: cfg, closeIdle: func() {}}
+	if cfg.RestConfig == nil {
+		return sh, nil
+	}
+	rc := rest.CopyConfig(cfg.RestConfig)
+	rc.QPS, rc.Burst = cfg.QPS, cfg.Burst
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	hc := rest.CopyConfig(cfg.RestConfig)
+	// Heartbeats must never queue behind other requests: no client-side
+	// rate limit, and a timeout shorter than the lease.
+	hc.QPS = -1
+	hc.RateLimiter = nil
+	hc.Timeout = HeartbeatTimeout(cfg.Timing.LeaseDurationSeconds)
+	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	hc.Dial = dialer.DialContext
+	heartbeat, err := kubernetes.NewForConfig(hc)
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat client: %w", err)
+	}
+	sh.client, sh.heartbeat, sh.closeIdle = client, heartbeat, dialer.CloseAll
+
+	var opt informers.SharedInformerOption
+	if cfg.NodeSelector != nil {
+		sel := cfg.NodeSelector.String()
+		opt = informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel })
+	} else {
+		sel := fields.OneTermEqualSelector(metav1.ObjectNameField, cfg.NodeName).String()
+		opt = informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel })
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, opt)
+	inf := f.Core().V1().Nodes()
+	sh.lister = inf.Lister()
+	sh.synced = inf.Informer().HasSynced
+	f.Start(ctx.Done())
+	return sh, nil
+}
+
+// Name is the node's name.
+func (a *Agent) Name() string { return a.name }
+
+// Standalone reports whether there is no API server.
+func (s *Shared) Standalone() bool { return s.client == nil }
+
+// Client is the registration client (nil standalone).
+func (s *Shared) Client() kubernetes.Interface { return s.client }
+
+// Agent runs one node.
+type Agent struct {
+	name    string
+	sh      *Shared
+	reg     registration.Options
+	in      setters.Inputs
+	updater *statusupdate.Updater
+	pub     *Published
+	log     *slog.Logger
+	poke    chan struct{}
+
+	mu         sync.Mutex
+	registered int
+}
+
+// New returns the agent of one node.
+func New(name string, sh *Shared, reg registration.Options) *Agent {
+	a := &Agent{name: name, sh: sh, reg: reg, pub: newPublished(), log: sh.cfg.Log.With("node", name), poke: make(chan struct{}, 1)}
+	a.in = sh.cfg.Inputs
+	if reg.Hostname != "" {
+		a.in.Hostname = reg.Hostname
+	} else {
+		a.in.Hostname = name
+	}
+	if a.in.Now == nil {
+		a.in.Now = sh.cfg.Clock.Now
+	}
+	opts := []statusupdate.Option{
+		statusupdate.WithClock(sh.cfg.Clock),
+		statusupdate.WithReportFrequency(sh.cfg.Timing.StatusReportFrequency),
+		statusupdate.WithLogger(a.log),
+		statusupdate.WithRepeatedFailure(sh.closeIdle),
+		statusupdate.WithOnPatched(a.pub.Set),
+		statusupdate.WithLabels(a.requiredLabels()),
+	}
+	a.updater = statusupdate.New(name, sh.heartbeat, sh.lister, setters.Defaults(&a.in), opts...)
+	return a
+}
+
+// Published is the agent's latest Node.
+func (a *Agent) Published() *Published { return a.pub }
+
+// Updater is the agent's status updater (tests drive it directly).
+func (a *Agent) Updater() *statusupdate.Updater { return a.updater }
+
+// Registrations counts successful registrations (re-registration after a
+// deletion adds one).
+func (a *Agent) Registrations() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.registered
+}
+
+// InitialNode is the Node this agent registers, with cloud metadata if any.
+func (a *Agent) InitialNode(ctx context.Context) *corev1.Node {
+	var md sources.CloudState
+	if a.in.Cloud != nil {
+		md = a.in.Cloud(ctx)
+	}
+	return registration.InitialNode(a.reg, md.Metadata, a.log)
+}
+
+// requiredLabels are the default labels kept on the Node (drift repaired
+// by every status sync, not only at registration).
+func (a *Agent) requiredLabels() map[string]string {
+	n := registration.InitialNode(a.reg, nil, nil)
+	out := map[string]string{}
+	for _, k := range registration.DefaultLabelKeys {
+		if v, ok := n.Labels[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Run works until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	if a.sh.Standalone() {
+		return a.runStandalone(ctx)
+	}
+	if err := a.register(ctx); err != nil {
+		return err
+	}
+	t := a.sh.cfg.Timing
+	lc := nodelease.New(a.sh.cfg.Clock, a.sh.heartbeat, a.name, t.LeaseDurationSeconds, t.LeaseRenewInterval, a.sh.lister, a.sh.closeIdle)
+	var wg sync.WaitGroup
+	wg.Go(func() { lc.Run(ctx) })
+	wg.Go(func() {
+		if a.waitCached(ctx) {
+			a.updater.FastUntilReady(ctx, t.FastStatusTimeout)
+		}
+	})
+	a.loop(ctx, a.sync)
+	wg.Wait()
+	return nil
+}
+
+// Poke asks for a sync now (a reporter changed a condition) instead of at
+// the next period.
+func (a *Agent) Poke() {
+	select {
+	case a.poke <- struct{}{}:
+	default:
+	}
+}
+
+// loop runs f every StatusUpdateFrequency with the kubelet's 4% jitter, or
+// at once when poked.
+func (a *Agent) loop(ctx context.Context, f func(context.Context)) {
+	for {
+		f(ctx)
+		t := a.sh.cfg.Clock.NewTimer(wait.Jitter(a.sh.cfg.Timing.StatusUpdateFrequency, 0.04))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		case <-a.poke:
+			t.Stop()
+		}
+	}
+}
+
+func (a *Agent) register(ctx context.Context) error {
+	if err := registration.Register(ctx, a.sh.client, a.InitialNode, a.log); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.registered++
+	a.mu.Unlock()
+	return nil
+}
+
+// waitCached waits until the informer holds the Node.
+func (a *Agent) waitCached(ctx context.Context) bool {
+	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		_, err := a.sh.lister.Get(a.name)
+		return err == nil, nil
+	})
+	return err == nil
+}
+
+func (a *Agent) sync(ctx context.Context) {
+	err := a.updater.Update(ctx)
+	switch {
+	case err == nil, ctx.Err() != nil:
+	case apierrors.IsNotFound(err) || isNodeNotFound(err):
+		a.log.Warn("node was deleted; registering it again")
+		if err := a.register(ctx); err == nil {
+			if err := a.updater.Update(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn("status after re-registration", "err", err)
+			}
+		}
+	default:
+		a.log.Error("node status not updated", "err", err)
+	}
+}
+
+func isNodeNotFound(err error) bool {
+	var se apierrors.APIStatus
+	return errors.As(err, &se) && se.Status().Code == 404
+}
+
+// runStandalone computes the Node every period and publishes changes.
+func (a *Agent) runStandalone(ctx context.Context) error {
+	node := a.InitialNode(ctx)
+	node.CreationTimestamp = metav1.NewTime(a.sh.cfg.Clock.Now())
+	first := true
+	a.loop(ctx, func(ctx context.Context) {
+		next, changed := a.updater.Compute(ctx, node)
+		if changed || first {
+			a.pub.Set(next)
+			first = false
+		}
+		node = next
+	})
+	return nil
+}
+
+// Labels returns a copy of the required labels (for tests and docs).
+func (a *Agent) Labels() map[string]string { return maps.Clone(a.requiredLabels()) }
