@@ -351,9 +351,11 @@ func TestRunStartsInOrderAndStopsInReverse(t *testing.T) {
 	if _, _, code := runCLI(t, "health", "podsyncd", "--run-dir", runDir); code != 0 {
 		t.Errorf("health podsyncd exit %d, want 0", code)
 	}
-	if _, _, code := runCLI(t, "health", "microlet", "--run-dir", runDir); code != 0 {
-		t.Errorf("health microlet exit %d, want 0 once every service serves", code)
-	}
+	// The supervisor turns SERVING itself once it saw every service serve.
+	eventually(t, "health microlet exit 0", func() bool {
+		_, _, code := runCLI(t, "health", "microlet", "--run-dir", runDir)
+		return code == 0
+	})
 	// podconfig got the manifest dir.
 	for _, c := range st.Components {
 		if c.Name == components.PodConfig {
@@ -519,6 +521,17 @@ func TestUsageErrors(t *testing.T) {
 		holdSocket(t, filepath.Join(runDir, "statusd.sock"))
 		_, errOut, code := runCLI(t, "run", "--run-dir", runDir, "--data-dir", t.TempDir(), "--bin-dir", binDir)
 		checkUsageError(t, errOut, code, "statusd.sock: the socket of statusd is already served")
+	})
+
+	t.Run("metrics port in use", func(t *testing.T) {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = lis.Close() }()
+		_, errOut, code := runCLI(t, "run", "--run-dir", shortDir(t), "--data-dir", t.TempDir(), "--bin-dir", binDir,
+			"--metrics-addr", lis.Addr().String())
+		checkUsageError(t, errOut, code, "metrics_addr "+lis.Addr().String())
 	})
 
 	t.Run("bad value passed on to a service", func(t *testing.T) {

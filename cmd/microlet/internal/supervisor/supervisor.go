@@ -89,6 +89,7 @@ type Supervisor struct {
 	byName         map[string]*child
 	outMu          sync.Mutex // keeps children's lines whole
 	fatal          chan error
+	metrics        *metrics
 
 	mu       sync.Mutex // guards stopping and every child's mutable fields
 	stopping bool
@@ -126,13 +127,14 @@ func New(cfg *Config, opts ...Option) (*Supervisor, error) {
 		return nil, &UsageError{Err: err}
 	}
 	s := &Supervisor{
-		cfg:    cfg,
-		log:    slog.Default(),
-		clock:  clock.RealClock{},
-		stdout: os.Stdout,
-		stderr: os.Stderr,
-		byName: map[string]*child{},
-		fatal:  make(chan error, len(components.All)),
+		cfg:     cfg,
+		log:     slog.Default(),
+		clock:   clock.RealClock{},
+		stdout:  os.Stdout,
+		stderr:  os.Stderr,
+		byName:  map[string]*child{},
+		fatal:   make(chan error, len(components.All)),
+		metrics: newMetrics(),
 	}
 	for _, o := range opts {
 		o(s)
@@ -152,6 +154,9 @@ func New(cfg *Config, opts ...Option) (*Supervisor, error) {
 			}
 			c.binary = bin
 			c.args = cfg.ChildArgs(comp.Name)
+			// Every series exists from the start, so a rate() sees the first restart.
+			s.metrics.restarts.WithLabelValues(c.name).Add(0)
+			s.metrics.up.WithLabelValues(c.name).Set(0)
 		}
 		s.children = append(s.children, c)
 		s.byName[c.name] = c
@@ -183,7 +188,18 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		}
 	}
 
-	srv := grpcserver.New(s.log, grpcserver.WithReflection(s.cfg.Debug))
+	if s.cfg.MetricsAddr != "" {
+		msrv, err := s.metrics.serve(s.cfg.MetricsAddr, s)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = msrv.Shutdown(sctx)
+		}()
+	}
+	srv := grpcserver.New(s.log, grpcserver.WithReflection(s.cfg.Debug), grpcserver.WithRegistry(s.metrics.registry))
 	supervisorv1.RegisterSupervisorServiceServer(srv.GRPC(), &api{s: s})
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
@@ -310,6 +326,7 @@ func (s *Supervisor) supervise(ctx context.Context, c *child) {
 		s.mu.Lock()
 		c.restarts++
 		s.mu.Unlock()
+		s.metrics.restarts.WithLabelValues(c.name).Inc()
 	}
 }
 
@@ -363,9 +380,11 @@ func (s *Supervisor) start(c *child) (*process, error) {
 	go func() { defer copiers.Done(); s.copyLines(outR, s.stdout, prefix, nil) }()
 	go func() { defer copiers.Done(); s.copyLines(errR, s.stderr, prefix, p.last) }()
 	go func() { copiers.Wait(); close(p.outDone) }()
+	s.metrics.up.WithLabelValues(c.name).Set(1)
 	go func() {
 		_ = cmd.Wait()
 		p.state = cmd.ProcessState
+		s.metrics.up.WithLabelValues(c.name).Set(0)
 		close(p.done)
 	}()
 	c.proc = p
