@@ -109,8 +109,8 @@ func (e *env) staticPod(hash, image string) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "etcd-" + e.node, Namespace: e.ns, UID: types.UID(hash),
 			Annotations: map[string]string{
-				podstatus.SourceAnnotation: "file",
-				podstatus.HashAnnotation:   hash,
+				podstatus.SourceAnnotation:  "file",
+				podstatus.HashAnnotation:    hash,
 				"kubernetes.io/config.seen": "2026-01-01T00:00:00Z",
 			},
 		},
