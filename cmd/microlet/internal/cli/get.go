@@ -270,7 +270,7 @@ func watchPods(ctx context.Context, o *getOpts, pc podconfigv1.PodConfigServiceC
 		return rpcError("podconfig", "Watch", ep, err)
 	}
 	// known is the client's view: source -> uid -> pod.
-	known := map[string]map[string]*corev1.Pod{}
+	var known map[string]map[string]*corev1.Pod
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	header := false
 	for {
@@ -281,78 +281,22 @@ func watchPods(ctx context.Context, o *getOpts, pc podconfigv1.PodConfigServiceC
 			}
 			return rpcError("podconfig", "Watch", ep, err)
 		}
-		type change struct {
-			typ    string
-			source string
-			pod    *corev1.Pod
-		}
-		var changes []change
-		if resp.GetResync() {
-			known = map[string]map[string]*corev1.Pod{}
-		}
-		for _, u := range resp.GetUpdates() {
-			src := u.GetSource()
-			if known[src] == nil {
-				known[src] = map[string]*corev1.Pod{}
-			}
-			pods := make([]*corev1.Pod, 0, len(u.GetPods()))
-			for _, b := range u.GetPods() {
-				p := &corev1.Pod{}
-				if err := p.Unmarshal(b); err != nil {
-					fmt.Fprintf(stderr, "skipping an undecodable pod from %s: %v\n", src, err)
-					continue
-				}
-				pods = append(pods, p)
-			}
-			switch u.GetOp() {
-			case podconfigv1.Operation_OPERATION_SET:
-				keep := map[string]bool{}
-				for _, p := range pods {
-					keep[string(p.UID)] = true
-					typ := "MODIFIED"
-					if _, ok := known[src][string(p.UID)]; !ok {
-						typ = "ADDED"
-					}
-					known[src][string(p.UID)] = p
-					changes = append(changes, change{typ, src, p})
-				}
-				for uid, p := range known[src] {
-					if !keep[uid] {
-						delete(known[src], uid)
-						changes = append(changes, change{"DELETED", src, p})
-					}
-				}
-			case podconfigv1.Operation_OPERATION_REMOVE:
-				for _, p := range pods {
-					delete(known[src], string(p.UID))
-					changes = append(changes, change{"DELETED", src, p})
-				}
-			case podconfigv1.Operation_OPERATION_ADD:
-				for _, p := range pods {
-					known[src][string(p.UID)] = p
-					changes = append(changes, change{"ADDED", src, p})
-				}
-			default:
-				for _, p := range pods {
-					known[src][string(p.UID)] = p
-					changes = append(changes, change{"MODIFIED", src, p})
-				}
-			}
-		}
+		var changes []podChange
+		changes, known = applyWatch(known, resp, stderr)
 		sort.SliceStable(changes, func(i, j int) bool {
-			a, b := changes[i].pod, changes[j].pod
+			a, b := changes[i].Pod, changes[j].Pod
 			return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 		})
 		rows := make([]podRow, len(changes))
 		for i, c := range changes {
-			rows[i] = podRow{pod: c.pod.DeepCopy(), source: c.source}
+			rows[i] = podRow{pod: c.Pod.DeepCopy(), source: c.Source}
 		}
 		jctx, cancel := context.WithTimeout(ctx, o.timeout)
 		joinStatuses(jctx, sd, rows, io.Discard)
 		cancel()
 		for i, c := range changes {
 			if o.output == "json" {
-				b, err := json.Marshal(watchEvent{Type: c.typ, Source: c.source, Object: rows[i].pod})
+				b, err := json.Marshal(watchEvent{Type: c.Type, Source: c.Source, Object: rows[i].pod})
 				if err != nil {
 					return failure("%v", err)
 				}
@@ -365,7 +309,7 @@ func watchPods(ctx context.Context, o *getOpts, pc podconfigv1.PodConfigServiceC
 				printPodHeader(tw)
 				header = true
 			}
-			if c.typ == "DELETED" {
+			if c.Type == "DELETED" {
 				rows[i].pod.Status.Phase = "Deleted"
 			}
 			printPodRow(tw, rows[i])
@@ -464,4 +408,86 @@ func nodeAddress(n *corev1.Node, t corev1.NodeAddressType) string {
 		}
 	}
 	return strings.Join(out, ",")
+}
+
+// podChange is one pod as a watch event: ADDED, MODIFIED or DELETED.
+type podChange struct {
+	Type   string
+	Source string
+	Pod    *corev1.Pod
+}
+
+// applyWatch folds one Watch response into known (source -> uid -> pod) and
+// returns what changed. A resync replaces the whole view; SET replaces one
+// source's pods, so pods missing from it are DELETED.
+func applyWatch(known map[string]map[string]*corev1.Pod, resp *podconfigv1.WatchResponse, stderr io.Writer) ([]podChange, map[string]map[string]*corev1.Pod) {
+	var before map[string]map[string]*corev1.Pod
+	if known == nil || resp.GetResync() {
+		before, known = known, map[string]map[string]*corev1.Pod{}
+	}
+	var changes []podChange
+	for _, u := range resp.GetUpdates() {
+		src := u.GetSource()
+		if known[src] == nil {
+			known[src] = map[string]*corev1.Pod{}
+		}
+		pods := make([]*corev1.Pod, 0, len(u.GetPods()))
+		for _, b := range u.GetPods() {
+			p := &corev1.Pod{}
+			if err := p.Unmarshal(b); err != nil {
+				fmt.Fprintf(stderr, "skipping an undecodable pod from %s: %v\n", src, err)
+				continue
+			}
+			pods = append(pods, p)
+		}
+		switch u.GetOp() {
+		case podconfigv1.Operation_OPERATION_SET:
+			keep := map[string]bool{}
+			for _, p := range pods {
+				keep[string(p.UID)] = true
+				typ := "MODIFIED"
+				if _, ok := known[src][string(p.UID)]; !ok {
+					typ = "ADDED"
+				}
+				known[src][string(p.UID)] = p
+				changes = append(changes, podChange{typ, src, p})
+			}
+			for uid, p := range known[src] {
+				if !keep[uid] {
+					delete(known[src], uid)
+					changes = append(changes, podChange{"DELETED", src, p})
+				}
+			}
+		case podconfigv1.Operation_OPERATION_REMOVE:
+			for _, p := range pods {
+				delete(known[src], string(p.UID))
+				changes = append(changes, podChange{"DELETED", src, p})
+			}
+		case podconfigv1.Operation_OPERATION_ADD:
+			for _, p := range pods {
+				known[src][string(p.UID)] = p
+				changes = append(changes, podChange{"ADDED", src, p})
+			}
+		default:
+			for _, p := range pods {
+				known[src][string(p.UID)] = p
+				changes = append(changes, podChange{"MODIFIED", src, p})
+			}
+		}
+	}
+	// After a resync, what the client knew before is compared with the new
+	// snapshot: known pods are MODIFIED, not ADDED, and the missing ones DELETED.
+	for src, pods := range before {
+		for uid, p := range pods {
+			if _, ok := known[src][uid]; !ok {
+				changes = append(changes, podChange{"DELETED", src, p})
+			}
+		}
+	}
+	for i, c := range changes {
+		if _, ok := before[c.Source][string(c.Pod.UID)]; ok && c.Type == "ADDED" {
+			changes[i].Type = "MODIFIED"
+		}
+	}
+	return changes, known
 }
