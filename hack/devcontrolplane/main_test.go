@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/microlet/microlet/internal/testenv/controlplane"
+)
+
+// envRunMain makes the test binary behave as the command, so the test can
+// run it as a real process and interrupt it like a person would.
+const envRunMain = "DEVCONTROLPLANE_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunMain) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func requireBinaries(t *testing.T) {
+	t.Helper()
+	for _, find := range []func() (string, error){controlplane.FindEtcd, controlplane.FindKubeAPIServer} {
+		if _, err := find(); err != nil {
+			if os.Getenv(controlplane.EnvRequire) == "1" {
+				t.Fatalf("%v", err)
+			}
+			t.Skip(err)
+		}
+	}
+}
+
+func clientFor(t *testing.T, kubeconfig string) kubernetes.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func whoami(ctx context.Context, t *testing.T, cs kubernetes.Interface) string {
+	t.Helper()
+	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Status.UserInfo.Username
+}
+
+// TestRunExportInterrupt runs the command as a person would: wait for the
+// kubeconfigs it prints, use them, export one for another node, then Ctrl-C
+// (SIGINT) and check it exits 0 with etcd and the apiserver gone.
+func TestRunExportInterrupt(t *testing.T) {
+	requireBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	base, err := os.MkdirTemp("/tmp", "mldcp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	state := filepath.Join(base, "state")
+
+	cmd := exec.CommandContext(ctx, os.Args[0], "-dir", state, "-node", "dev-1,dev-2")
+	cmd.Env = append(os.Environ(), envRunMain+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Whatever happens, do not leave the command running.
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	var printed strings.Builder
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() {
+		printed.WriteString(lines.Text() + "\n")
+		if strings.HasPrefix(lines.Text(), "Ctrl-C stops it") {
+			break
+		}
+	}
+	if !strings.Contains(printed.String(), "Ctrl-C stops it") {
+		t.Fatalf("command did not get ready; stdout:\n%s\nstderr:\n%s", printed.String(), stderr.String())
+	}
+	rest := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(stdout); rest <- string(b) }()
+
+	adminPath := filepath.Join(state, "kubeconfig", "admin.kubeconfig")
+	nodePath := filepath.Join(state, "kubeconfig", "node-dev-1.kubeconfig")
+	for _, want := range []string{
+		"kubectl --kubeconfig " + adminPath,
+		"microlet run --kubeconfig " + nodePath + " --node-name dev-1",
+		"node-dev-2.kubeconfig",
+	} {
+		if !strings.Contains(printed.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, printed.String())
+		}
+	}
+	admin := clientFor(t, adminPath)
+	if got := whoami(ctx, t, admin); got != controlplane.AdminUser {
+		t.Errorf("admin kubeconfig is %q", got)
+	}
+	node := clientFor(t, nodePath)
+	if _, err := node.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dev-1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("node kubeconfig cannot register its Node: %v", err)
+	}
+
+	// export, as the compose box would, against the running instance.
+	host := clientcmdServer(t, adminPath)
+	exported := filepath.Join(base, "dev-3.kubeconfig")
+	var out bytes.Buffer
+	if err := export([]string{"-dir", state, "-server", host, "-node", "dev-3", "-out", exported}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := whoami(ctx, t, clientFor(t, exported)); got != "system:node:dev-3" {
+		t.Errorf("exported kubeconfig is %q", got)
+	}
+
+	children := processesUsing(state)
+	if len(children) != 2 {
+		t.Errorf("want etcd and kube-apiserver using %s, found pids %v", state, children)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("after Ctrl-C: %v; stderr:\n%s", err, stderr.String())
+	}
+	if tail := <-rest; !strings.Contains(tail, "stopping") {
+		t.Errorf("no stop message after Ctrl-C: %q", tail)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for left := processesUsing(state); len(left) > 0; left = processesUsing(state) {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v still running after the command exited", left)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func clientcmdServer(t *testing.T, kubeconfig string) string {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Host
+}
+
+func TestExportErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-node", "n", "-out", "x"}, "-server"},
+		{[]string{"-server", "https://h:1", "-out", "x"}, "-node"},
+		{[]string{"-server", "https://h:1", "-node", "n"}, "-out"},
+		{[]string{"-dir", dir, "-server", "https://h:1", "-node", "n", "-out", filepath.Join(dir, "k")}, "CA"},
+	} {
+		err := export(tc.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("export %v: got %v, want an error about %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestResetDir guards the one destructive thing the command does.
+func TestResetDir(t *testing.T) {
+	foreign := t.TempDir()
+	if err := os.WriteFile(filepath.Join(foreign, "precious"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := resetDir(foreign); err == nil {
+		t.Fatal("a foreign non-empty directory was accepted")
+	}
+	if _, err := os.Stat(filepath.Join(foreign, "precious")); err != nil {
+		t.Fatalf("foreign file touched: %v", err)
+	}
+
+	ours := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(ours, "pki"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"pki/ca.crt", "old.log"} {
+		if err := os.WriteFile(filepath.Join(ours, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := resetDir(ours); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(ours); len(entries) != 0 {
+		t.Fatalf("previous run's files left: %v", entries)
+	}
+	missing := filepath.Join(t.TempDir(), "new")
+	if err := resetDir(missing); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(missing); err != nil || !st.IsDir() {
+		t.Fatalf("missing dir not created: %v", err)
+	}
+}
+
+// processesUsing lists live, non-zombie processes whose command line
+// mentions dir (etcd and kube-apiserver name their state dir in flags).
+func processesUsing(dir string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(cmdline, []byte(dir+"/")) {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		if i := strings.LastIndexByte(s, ')'); i > 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X') {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
