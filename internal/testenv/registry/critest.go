@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"strconv"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
@@ -34,11 +35,16 @@ var critestImages = []struct {
 	// The default images when no -test-images-file is given.
 	{"e2e-test-images/busybox:1.29-2", "", 0},
 	{"e2e-test-images/nginx:1.14-2", "", 6},
+	{"e2e-test-images/httpd:2.4.39-4", "", 7},
+	{"microlet/busybox:1.0", "", 0},
+	{"microlet/httpd:1.0", "", 7},
 }
 
 // MirrorCritest pushes the images critest pulls, named as critest names them
 // when run with -registry-prefix=r.Host(). The digest-pinned image cannot be
-// mirrored: its digest is that of upstream's own build.
+// mirrored: its digest is that of upstream's own build. The microlet/busybox
+// and microlet/httpd images are pushed again (with their :latest tags) for the
+// same tag-dropping reason.
 func (r *Registry) MirrorCritest(ctx context.Context) error {
 	base, err := baseImage(r.host)
 	if err != nil {
@@ -52,16 +58,25 @@ func (r *Registry) MirrorCritest(ctx context.Context) error {
 			if ci.variant != 0 {
 				c.Labels = map[string]string{LabelRegistry: r.host, "io.microlet.variant": strconv.Itoa(ci.variant)}
 			}
-			if ci.variant == 6 {
-				c.Cmd = []string{"httpd", "-f", "-v", "-p", "80", "-h", "/www"}
+			switch ci.variant {
+			case 6:
+				c.Cmd = []string{"/usr/sbin/nginx"}
+				c.ExposedPorts = map[string]struct{}{"80/tcp": {}}
+			case 7:
+				c.Cmd = WebServerCmd
 				c.ExposedPorts = map[string]struct{}{"80/tcp": {}}
 			}
 		})
 		if err != nil {
 			return err
 		}
-		if err := r.Push(ctx, ci.repoTag, img); err != nil {
-			return err
+		// critest drops the tag when it rewrites a name onto
+		// -registry-prefix, so every repository is also pushed as latest.
+		repo, _, _ := strings.Cut(ci.repoTag, ":")
+		for _, rt := range []string{ci.repoTag, repo + ":latest"} {
+			if err := r.Push(ctx, rt, img); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -39,6 +39,10 @@ const (
 // phrase critest's port-forward and host-port specs look for.
 const WebServerPage = "<html><body><h1>Welcome to nginx!</h1><p>microlet test web server (busybox httpd)</p></body></html>\n"
 
+// WebServerCmd is the web-server image's command: it logs a line naming
+// httpd, then serves /www on port 80 in the foreground.
+var WebServerCmd = []string{"sh", "-c", "echo httpd: serving /www on :80; exec httpd -f -v -p 80 -h /www"}
+
 // LabelRegistry is set on every image's config to the registry's host:port.
 const LabelRegistry = "io.microlet.test-registry"
 
@@ -106,7 +110,7 @@ func New(ctx context.Context) (*Registry, error) {
 		return nil, err
 	}
 	web, err := withConfig(base, func(c *v1.Config) {
-		c.Cmd = []string{"httpd", "-f", "-v", "-p", "80", "-h", "/www"}
+		c.Cmd = WebServerCmd
 		c.ExposedPorts = map[string]struct{}{"80/tcp": {}}
 	})
 	if err != nil {
@@ -177,7 +181,7 @@ func busyboxLayer() (v1.Layer, error) {
 			_ = tw.WriteHeader(&tar.Header{Name: p, Mode: mode, Size: int64(len(b)), Typeflag: tar.TypeReg, ModTime: mtime})
 			_, _ = tw.Write(b)
 		}
-		for _, d := range []string{"bin", "etc", "home", "root", "tmp", "var", "var/www", "www", "proc", "sys", "dev", "usr", "usr/bin", "usr/sbin", "sbin"} {
+		for _, d := range []string{"bin", "etc", "home", "root", "tmp", "var", "var/www", "www", "proc", "sys", "dev", "usr", "usr/bin", "usr/sbin", "sbin", "run", "var/run"} {
 			mode := int64(0o755)
 			if d == "tmp" {
 				mode = 0o1777
@@ -198,6 +202,9 @@ func busyboxLayer() (v1.Layer, error) {
 		file("etc/group", 0o644, []byte("root:x:0:\nusers:x:100:\nwww-data:x:33:\n"+
 			"default-user:x:1000:\ngroup-defined-in-image:x:50000:default-user\nnogroup:x:65534:\n"))
 		file("www/index.html", 0o644, []byte(WebServerPage))
+		// A stand-in for nginx: a script, so the process is named "nginx"
+		// (critest looks for it with pidof) and writes nginx's pid file.
+		file("usr/sbin/nginx", 0o755, []byte("#!/bin/sh\necho $$ > /var/run/nginx.pid\necho nginx: serving on :80\nhttpd -f -v -p 80 -h /www\n"))
 		if err := tw.Close(); err != nil {
 			layerErr = err
 			return

@@ -2,11 +2,14 @@ package docker
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"time"
 
 	"github.com/moby/moby/api/types/events"
 	"github.com/moby/moby/client"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -35,7 +38,14 @@ func (b *Backend) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream grpc
 	for _, a := range []events.Action{events.ActionCreate, events.ActionStart, events.ActionDie, events.ActionDestroy} {
 		f.Add("event", string(a))
 	}
-	res := b.cli.Events(ctx, client.EventsListOptions{Filters: f})
+	// Since makes Docker replay what happened between this call and the
+	// moment its subscription is in place, so the header sent below really
+	// means "no event is missed from here on".
+	now := time.Now()
+	res := b.cli.Events(ctx, client.EventsListOptions{Filters: f, Since: fmt.Sprintf("%d.%09d", now.Unix(), now.Nanosecond())})
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
+	}
 	for {
 		select {
 		case <-ctx.Done():

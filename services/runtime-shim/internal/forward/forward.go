@@ -189,7 +189,9 @@ func (f *Forwarder) streamHandler(full string, in, res protoreflect.MessageType,
 			}
 		}()
 		// Upstream -> caller.
-		if hdr, err := cs.Header(); err == nil && len(hdr) > 0 {
+		// Relay the header at once: callers use it to know the upstream
+		// stream is established (e.g. GetContainerEvents subscribed).
+		if hdr, err := cs.Header(); err == nil {
 			_ = ss.SendHeader(hdr)
 		}
 		for {
