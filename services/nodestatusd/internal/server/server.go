@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/internal/components"
@@ -108,10 +109,13 @@ type Server struct {
 	runtime  *sources.Runtime
 	cloud    *sources.Cloud
 	statsTTL *statsCache
+	// klogToSlog routes klog (process-global) to the service's logger; tests
+	// running several servers in one process turn it off.
+	klogToSlog bool
 }
 
 // New returns the service with its defaults.
-func New() *Server { return &Server{cfg: DefaultConfig(), clock: clock.RealClock{}} }
+func New() *Server { return &Server{cfg: DefaultConfig(), clock: clock.RealClock{}, klogToSlog: true} }
 
 // Name implements service.Service.
 func (s *Server) Name() string { return components.NodeStatusd }
@@ -242,6 +246,10 @@ func (s *Server) validate() error {
 
 // Run implements service.Service.
 func (s *Server) Run(ctx context.Context, env *service.Env) error {
+	if s.klogToSlog {
+		// client-go and the lease controller log through klog; send it to ours.
+		klog.SetSlogLogger(env.Log)
+	}
 	h := host.New()
 	facts, err := h.Facts()
 	if err != nil {

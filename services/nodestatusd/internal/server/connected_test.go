@@ -1,0 +1,316 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/microlet/microlet/internal/testenv/controlplane"
+	"github.com/microlet/microlet/services/nodestatusd/internal/registration"
+	"github.com/microlet/microlet/services/nodestatusd/internal/simulate"
+)
+
+func adminClient(t *testing.T, cp *controlplane.ControlPlane) kubernetes.Interface {
+	t.Helper()
+	return clientFor(t, cp.AdminConfig())
+}
+
+func clientFor(t *testing.T, c *rest.Config) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func getNode(ctx context.Context, c kubernetes.Interface, name string) (*corev1.Node, error) {
+	return c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+func TestRegistrationStatusAndLeaseWithNodeIdentity(t *testing.T) {
+	cp := controlplane.Get(t)
+	ctx := context.Background()
+	const name = "nsd-reg-1"
+	admin := adminClient(t, cp)
+	r := startRig(t, rigOpts{kubeconfig: cp.NodeKubeconfig(name), node: name, mutate: func(c *Config) {
+		c.NodeLabels = map[string]string{"node.kubernetes.io/pool": "blue", "example.com/team": "infra"}
+		c.RegisterWithTaints = []string{"dedicated=db:NoSchedule"}
+		c.RegisterSchedulable = false
+		c.CloudProvider = "external"
+	}})
+	r.cloud.set(corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.10"}, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.1.1.10"})
+
+	var node *corev1.Node
+	eventually(t, "node registered and Ready", func() error {
+		n, err := getNode(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		if c := condition(n, corev1.NodeReady); c == nil || c.Status != corev1.ConditionTrue {
+			return fmt.Errorf("Ready = %+v", c)
+		}
+		node = n
+		return nil
+	})
+	wantLabels := map[string]string{
+		corev1.LabelHostname: name, corev1.LabelOSStable: "linux", registration.LabelBetaOS: "linux",
+		corev1.LabelInstanceTypeStable: "m.small", corev1.LabelInstanceType: "m.small",
+		corev1.LabelTopologyZone: "zone-a", corev1.LabelFailureDomainBetaZone: "zone-a",
+		corev1.LabelTopologyRegion: "region-1", corev1.LabelFailureDomainBetaRegion: "region-1",
+		"node.kubernetes.io/pool": "blue", "example.com/team": "infra",
+	}
+	for k, v := range wantLabels {
+		if node.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, node.Labels[k], v)
+		}
+	}
+	for _, key := range []string{"dedicated", corev1.TaintNodeUnschedulable, registration.TaintExternalCloudProvider} {
+		if !slices.ContainsFunc(node.Spec.Taints, func(tn corev1.Taint) bool { return tn.Key == key }) {
+			t.Errorf("taint %s missing: %+v", key, node.Spec.Taints)
+		}
+	}
+	if !node.Spec.Unschedulable || node.Spec.ProviderID != "fake://i-123" {
+		t.Errorf("spec = %+v", node.Spec)
+	}
+	if node.Status.NodeInfo.ContainerRuntimeVersion != "fakecri://0.1" || node.Status.NodeInfo.BootID == "" || len(node.Status.Images) != 1 {
+		t.Errorf("status = %+v", node.Status.NodeInfo)
+	}
+
+	// Lease: held by the node, 40 s, owned by the Node.
+	eventually(t, "lease with owner", func() error {
+		l, err := admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != name || *l.Spec.LeaseDurationSeconds != 40 {
+			return fmt.Errorf("lease spec %+v", l.Spec)
+		}
+		if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != node.UID {
+			return fmt.Errorf("owner %+v, node uid %s", l.OwnerReferences, node.UID)
+		}
+		return nil
+	})
+
+	// Addresses follow the cloud and are replaced whole, not merged.
+	eventually(t, "cloud addresses", func() error {
+		n, err := getNode(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		want := []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "203.0.113.10"}, {Type: corev1.NodeInternalIP, Address: "10.1.1.10"}, {Type: corev1.NodeHostName, Address: name}}
+		if !equality.Semantic.DeepEqual(n.Status.Addresses, want) {
+			return fmt.Errorf("addresses %+v", n.Status.Addresses)
+		}
+		return nil
+	})
+	r.cloud.set(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.1.1.11"})
+	eventually(t, "addresses replaced", func() error {
+		n, err := getNode(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		want := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.1.11"}, {Type: corev1.NodeHostName, Address: name}}
+		if !equality.Semantic.DeepEqual(n.Status.Addresses, want) {
+			return fmt.Errorf("addresses %+v", n.Status.Addresses)
+		}
+		return nil
+	})
+
+	// Another writer's condition survives; a reported one is merged in.
+	patch := []byte(`{"status":{"conditions":[{"type":"OtherWriter","status":"True","reason":"Theirs"}]}}`)
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	reportCondition(t, r, "npd", corev1.NodeCondition{Type: "KernelDeadlock", Status: corev1.ConditionFalse, Reason: "KernelHasNoDeadlock"})
+	eventually(t, "reported condition on the Node, other writer's kept", func() error {
+		n, err := getNode(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		if condition(n, "KernelDeadlock") == nil || condition(n, "OtherWriter") == nil {
+			return fmt.Errorf("conditions %+v", n.Status.Conditions)
+		}
+		return nil
+	})
+
+	// Label drift is repaired.
+	drift := []byte(`{"metadata":{"labels":{"kubernetes.io/hostname":"wrong","kubernetes.io/os":"plan9"}}}`)
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, drift, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "label drift repaired", func() error {
+		n, err := getNode(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		if n.Labels[corev1.LabelHostname] != name || n.Labels[corev1.LabelOSStable] != "linux" {
+			return fmt.Errorf("labels %v", n.Labels)
+		}
+		return nil
+	})
+
+	// A Lease deleted by someone else is recreated.
+	old, err := admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "lease recreated", func() error {
+		l, err := admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if l.UID == old.UID {
+			return fmt.Errorf("still the old lease")
+		}
+		return nil
+	})
+
+	// A deleted Node is registered again, with its labels and a fresh status.
+	if err := admin.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "node re-registered", func() error {
+		n, err := getNode(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		if n.UID == node.UID {
+			return fmt.Errorf("still the old node")
+		}
+		if n.Labels["node.kubernetes.io/pool"] != "blue" {
+			return fmt.Errorf("labels %v", n.Labels)
+		}
+		if c := condition(n, corev1.NodeReady); c == nil || c.Status != corev1.ConditionTrue {
+			return fmt.Errorf("Ready = %+v", c)
+		}
+		return nil
+	})
+
+	// GetNode serves what the API server accepted.
+	if got := r.getNode(""); got.Name != name || got.Status.NodeInfo.ContainerRuntimeVersion == "" {
+		t.Fatalf("GetNode = %s %+v", got.Name, got.Status.NodeInfo)
+	}
+}
+
+func TestSimulatedNodes(t *testing.T) {
+	cp := controlplane.Get(t)
+	ctx := context.Background()
+	admin := adminClient(t, cp)
+	const n = 5
+	r := startRig(t, rigOpts{kubeconfig: cp.AdminKubeconfig(), node: "unused", mutate: func(c *Config) {
+		c.Simulate = n
+		c.SimulatePrefix = "nsd-sim"
+	}})
+	for i := range n {
+		name := simulate.Name("nsd-sim", i)
+		eventually(t, name+" registered, Ready, leased", func() error {
+			node, err := getNode(ctx, admin, name)
+			if err != nil {
+				return err
+			}
+			if c := condition(node, corev1.NodeReady); c == nil || c.Status != corev1.ConditionTrue {
+				return fmt.Errorf("Ready = %+v", c)
+			}
+			if node.Labels[simulate.LabelPrefix] != "nsd-sim" || node.Labels[corev1.LabelHostname] != name {
+				return fmt.Errorf("labels %v", node.Labels)
+			}
+			_, err = admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+			return err
+		})
+	}
+	if got := r.getNode(simulate.Name("nsd-sim", 3)); got.Name != "nsd-sim-3" {
+		t.Fatalf("GetNode(nsd-sim-3) = %s", got.Name)
+	}
+}
+
+// TestAPIServerOutage stops kube-apiserver for 30 s. The agent must
+// survive, renew the Lease and report status again afterwards, and never
+// turn its own Node NotReady.
+func TestAPIServerOutage(t *testing.T) {
+	cp := controlplane.Get(t)
+	ctx := context.Background()
+	const name = "nsd-outage-1"
+	admin := adminClient(t, cp)
+	startRig(t, rigOpts{kubeconfig: cp.NodeKubeconfig(name), node: name, noCloud: true, mutate: func(c *Config) {
+		c.NodeStatusReportFrequency = 15 * time.Second
+	}})
+	var before *corev1.Node
+	eventually(t, "node Ready", func() error {
+		n, err := getNode(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		if c := condition(n, corev1.NodeReady); c == nil || c.Status != corev1.ConditionTrue {
+			return fmt.Errorf("Ready = %+v", c)
+		}
+		before = n
+		return nil
+	})
+	readySince := condition(before, corev1.NodeReady).LastTransitionTime
+
+	// A loaded apiserver may outlast the harness's SIGTERM grace and be
+	// SIGKILLed: that is a harder outage, and just as stopped.
+	if err := cp.StopAPIServer(); err != nil && !strings.Contains(err.Error(), "was killed") {
+		t.Fatal(err)
+	} else if err != nil {
+		t.Log(err)
+	}
+	time.Sleep(30 * time.Second)
+	if err := cp.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+
+	eventually(t, "lease renewed after the restart", func() error {
+		l, err := admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if l.Spec.RenewTime == nil || l.Spec.RenewTime.Time.Before(restarted.Add(-time.Second)) {
+			return fmt.Errorf("renewTime %v, restarted %v", l.Spec.RenewTime, restarted)
+		}
+		return nil
+	})
+	eventually(t, "status reported after the restart", func() error {
+		n, err := getNode(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		c := condition(n, corev1.NodeReady)
+		if c == nil || c.LastHeartbeatTime.Time.Before(restarted.Add(-time.Second)) {
+			return fmt.Errorf("Ready heartbeat %v, restarted %v", c, restarted)
+		}
+		return nil
+	})
+	// Watch a while longer: Ready stays True with its original transition
+	// time, so it never flapped, not even between two observations.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		n, err := getNode(ctx, admin, name)
+		if err != nil && !apierrors.IsTimeout(err) {
+			t.Fatal(err)
+		}
+		if err == nil {
+			c := condition(n, corev1.NodeReady)
+			if c == nil || c.Status != corev1.ConditionTrue || !c.LastTransitionTime.Equal(&readySince) {
+				t.Fatalf("Ready flapped: %+v (ready since %v)", c, readySince)
+			}
+		}
+		time.Sleep(time.Second)
+	}
+}

@@ -1,0 +1,228 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/grpcserver"
+	"github.com/microlet/microlet/internal/service"
+	"github.com/microlet/microlet/internal/socket"
+	"github.com/microlet/microlet/internal/testenv/controlplane"
+	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
+	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
+)
+
+func TestMain(m *testing.M) { os.Exit(controlplane.Main(m)) }
+
+// patience is how long a test waits for something the agent does on its
+// own; generous for a loaded 2-core machine.
+const patience = 60 * time.Second
+
+// fakeCRI is a CRI runtime on a real unix socket whose readiness a test flips.
+type fakeCRI struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	runtimeapi.UnimplementedImageServiceServer
+	mu    sync.Mutex
+	ready bool
+}
+
+func (f *fakeCRI) setReady(r bool) { f.mu.Lock(); f.ready = r; f.mu.Unlock() }
+
+func (f *fakeCRI) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	return &runtimeapi.VersionResponse{RuntimeName: "fakecri", RuntimeVersion: "0.1"}, nil
+}
+
+func (f *fakeCRI) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+		{Type: runtimeapi.RuntimeReady, Status: f.ready, Reason: "Starting"},
+		{Type: runtimeapi.NetworkReady, Status: true},
+	}}}, nil
+}
+
+func (f *fakeCRI) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	return &runtimeapi.ListImagesResponse{Images: []*runtimeapi.Image{{Id: "i1", RepoTags: []string{"busybox:1"}, Size: 1 << 20}}}, nil
+}
+
+// fakeCloud is cloudsyncd on a real unix socket with addresses a test changes.
+type fakeCloud struct {
+	cloudsyncv1.UnimplementedCloudSyncServiceServer
+	mu    sync.Mutex
+	addrs []corev1.NodeAddress
+}
+
+func (f *fakeCloud) set(a ...corev1.NodeAddress) { f.mu.Lock(); f.addrs = a; f.mu.Unlock() }
+
+func (f *fakeCloud) GetNodeAddresses(context.Context, *cloudsyncv1.GetNodeAddressesRequest) (*cloudsyncv1.GetNodeAddressesResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	resp := &cloudsyncv1.GetNodeAddressesResponse{}
+	for _, a := range f.addrs {
+		b, err := a.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		resp.Addresses = append(resp.Addresses, b)
+	}
+	return resp, nil
+}
+
+func (f *fakeCloud) GetInstanceMetadata(context.Context, *cloudsyncv1.GetInstanceMetadataRequest) (*cloudsyncv1.GetInstanceMetadataResponse, error) {
+	return &cloudsyncv1.GetInstanceMetadataResponse{ProviderId: "fake://i-123", InstanceType: "m.small", Zone: "zone-a", Region: "region-1"}, nil
+}
+
+// rig runs a nodestatusd Server in-process on real unix sockets, with a
+// fake CRI and a fake cloudsyncd beside it in the same short run dir.
+type rig struct {
+	t      *testing.T
+	dir    string
+	cri    *fakeCRI
+	cloud  *fakeCloud
+	client nodestatusv1.NodeStatusServiceClient
+	srv    *Server
+}
+
+type rigOpts struct {
+	kubeconfig string
+	node       string
+	noCRI      bool
+	noCloud    bool
+	mutate     func(*Config)
+}
+
+func startRig(t *testing.T, o rigOpts) *rig {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "nsd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	r := &rig{t: t, dir: dir, cri: &fakeCRI{ready: true}, cloud: &fakeCloud{}}
+	if !o.noCRI {
+		serveUnix(t, filepath.Join(dir, "runtime.sock"), func(s *grpc.Server) {
+			runtimeapi.RegisterRuntimeServiceServer(s, r.cri)
+			runtimeapi.RegisterImageServiceServer(s, r.cri)
+		})
+	}
+	if !o.noCloud {
+		serveUnix(t, filepath.Join(dir, "cloudsyncd.sock"), func(s *grpc.Server) { cloudsyncv1.RegisterCloudSyncServiceServer(s, r.cloud) })
+	}
+	s := New()
+	s.klogToSlog = false
+	s.cfg.RunDir = dir
+	s.cfg.NodeName = o.node
+	s.cfg.Kubeconfig = o.kubeconfig
+	s.cfg.Socket = filepath.Join(dir, "nodestatusd.sock")
+	s.cfg.NodeStatusUpdateFrequency = time.Second
+	if o.mutate != nil {
+		o.mutate(&s.cfg)
+	}
+	r.srv = s
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	reg := prometheus.NewRegistry()
+	env := &service.Env{Log: log, Registry: reg, Common: &s.cfg.Common, Server: grpcserver.New(log, grpcserver.WithRegistry(reg))}
+	if err := s.Register(env); err != nil {
+		t.Fatal(err)
+	}
+	lis, err := socket.Listen(s.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = env.Server.Serve(lis) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx, env); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		env.Server.Stop(5 * time.Second)
+		<-done
+	})
+	cc, err := grpcclient.Dial(s.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	r.client = nodestatusv1.NewNodeStatusServiceClient(cc)
+	return r
+}
+
+func serveUnix(t *testing.T, path string, register func(*grpc.Server)) {
+	t.Helper()
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	register(srv)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+}
+
+// getNode asks the service for its Node, waiting for the first one.
+func (r *rig) getNode(name string) *corev1.Node {
+	r.t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := r.client.GetNode(ctx, &nodestatusv1.GetNodeRequest{NodeName: name})
+		cancel()
+		if err == nil {
+			n, err := NodeFromBytes(resp.GetNode())
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			return n
+		}
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			r.t.Fatalf("GetNode: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+func condition(n *corev1.Node, typ corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == typ {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// eventually polls f until it returns nil or patience runs out.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
