@@ -65,7 +65,7 @@ func (p *process) exited() bool {
 }
 
 // stop sends SIGTERM to the child's process group, waits up to grace, then
-// SIGKILLs it. The group is addressed by the PID we started, never by name,
+// SIGKILLs it; it fails only if the process survives that. The group is addressed by the PID we started, never by name,
 // so nothing else on the machine is touched.
 func (p *process) stop(grace time.Duration) error {
 	if p == nil || p.exited() {
@@ -77,10 +77,12 @@ func (p *process) stop(grace time.Duration) error {
 		return nil
 	case <-time.After(grace):
 	}
+	// Not an error: an apiserver draining long watches on a loaded
+	// machine can outlast the grace period, and callers only need it gone.
 	_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
 	select {
 	case <-p.done:
-		return fmt.Errorf("%s (pid %d) ignored SIGTERM for %s and was killed", p.name, p.pid(), grace)
+		return nil
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("%s (pid %d) survives SIGKILL", p.name, p.pid())
 	}
