@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/microlet/microlet/internal/testenv/controlplane"
@@ -107,8 +109,8 @@ func TestRunExportInterrupt(t *testing.T) {
 	if !strings.Contains(printed.String(), "Ctrl-C stops it") {
 		t.Fatalf("command did not get ready; stdout:\n%s\nstderr:\n%s", printed.String(), stderr.String())
 	}
-	rest := make(chan string, 1)
-	go func() { b, _ := io.ReadAll(stdout); rest <- string(b) }()
+	remaining := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(stdout); remaining <- string(b) }()
 
 	adminPath := filepath.Join(state, "kubeconfig", "admin.kubeconfig")
 	nodePath := filepath.Join(state, "kubeconfig", "node-dev-1.kubeconfig")
@@ -130,8 +132,25 @@ func TestRunExportInterrupt(t *testing.T) {
 		t.Fatalf("node kubeconfig cannot register its Node: %v", err)
 	}
 
-	// export, as the compose box would, against the running instance.
+	// The static node token printed for dev-2 authenticates as that node.
 	host := clientcmdServer(t, adminPath)
+	m := regexp.MustCompile(`node dev-2 kubeconfig: \S+  \(static token: ([0-9a-f]+)\)`).FindStringSubmatch(printed.String())
+	if m == nil {
+		t.Fatalf("no static token for dev-2 in:\n%s", printed.String())
+	}
+	ca, err := os.ReadFile(filepath.Join(state, "pki", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenClient, err := kubernetes.NewForConfig(&rest.Config{Host: host, BearerToken: m[1], TLSClientConfig: rest.TLSClientConfig{CAData: ca}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := whoami(ctx, t, tokenClient); got != "system:node:dev-2" {
+		t.Errorf("dev-2's token is %q", got)
+	}
+
+	// export, as the compose box would, against the running instance.
 	exported := filepath.Join(base, "dev-3.kubeconfig")
 	var out bytes.Buffer
 	if err := export([]string{"-dir", state, "-server", host, "-node", "dev-3", "-out", exported}, &out); err != nil {
@@ -151,7 +170,7 @@ func TestRunExportInterrupt(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("after Ctrl-C: %v; stderr:\n%s", err, stderr.String())
 	}
-	if tail := <-rest; !strings.Contains(tail, "stopping") {
+	if tail := <-remaining; !strings.Contains(tail, "stopping") {
 		t.Errorf("no stop message after Ctrl-C: %q", tail)
 	}
 	deadline := time.Now().Add(60 * time.Second)
