@@ -52,3 +52,20 @@ clean: ## remove build outputs
 .PHONY: dev-controlplane
 dev-controlplane: ## run etcd + kube-apiserver in the foreground and print admin/node kubeconfigs (Ctrl-C stops; needs make test-deps)
 	$(GO) run ./hack/devcontrolplane $(DEVCP_ARGS)
+
+# The compose dev box (deploy/compose, docs/dev-box.md). `docker compose` v2
+# when the CLI has it, else Debian's docker-compose v1.
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+COMPOSE_PROJECT ?= microlet
+COMPOSE_ARGS = -f deploy/compose/docker-compose.yaml -p $(COMPOSE_PROJECT)
+
+.PHONY: images compose-up compose-down
+images: ## build the FROM-scratch images of the compose dev box (tag $MICROLET_IMAGE_TAG, default dev)
+	hack/build-images.sh
+
+compose-up: images ## start the compose dev box: etcd, kube-apiserver and every service, health-checked
+	$(COMPOSE) $(COMPOSE_ARGS) up -d
+	$(COMPOSE) $(COMPOSE_ARGS) ps
+
+compose-down: ## stop the compose dev box and remove its containers and volumes
+	$(COMPOSE) $(COMPOSE_ARGS) down -v --remove-orphans

@@ -24,6 +24,7 @@ chmod 1777 "$node/tmp" "$cp/tmp"
 echo "build-images: static binaries" >&2
 pkgs=(./cmd/microlet)
 for s in $services; do pkgs+=("./services/$s"); done
+pkgs+=(./services/runtime-shim/pause)
 (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$node/bin/" "${pkgs[@]}")
 (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$cp/bin/devbox" ./deploy/compose/devbox)
 
