@@ -1,4 +1,14 @@
-// Package server is the cloudsyncd service: its configuration, its gRPC API and
-// the work it runs. The real behaviour is built in issue 7; until then
-// every call answers codes.Unimplemented and says so.
+// Package server is the cloudsyncd service: its configuration, the
+// CloudSyncService gRPC API and the work it runs.
+//
+// The provider named by cloud_provider is built when the config is loaded, so
+// a bad provider setting stops the binary at once with a one-line error naming
+// the key (exit code 2). A sync manager then refreshes the node's addresses
+// every sync_frequency and the API answers from it. With no provider
+// configured every call answers FailedPrecondition, telling callers
+// (nodestatusd) to use the node's own addresses instead.
+//
+// When node_init is on and a kubeconfig is available (cloud_kubeconfig, else
+// kubeconfig), the nodeinit controller performs this Node's cloud
+// initialisation and keeps its shutdown taint in step with the provider.
 package server

@@ -93,7 +93,7 @@ func (p *Provider) InstanceMetadata(ctx context.Context) (*provider.Metadata, er
 			return nil, err
 		}
 		if md == nil {
-			return nil, errors.New("InstanceMetadata returned nothing")
+			return nil, errors.New("instances: InstanceMetadata returned nothing")
 		}
 		p.remember(md.ProviderID)
 		return &provider.Metadata{
@@ -111,15 +111,15 @@ func (p *Provider) InstanceMetadata(ctx context.Context) (*provider.Metadata, er
 	p.remember(id)
 	md := &provider.Metadata{ProviderID: id}
 	if md.InstanceType, err = inst.InstanceType(ctx, name); err != nil {
-		return nil, fmt.Errorf("InstanceType: %w", err)
+		return nil, fmt.Errorf("instance type: %w", err)
 	}
 	if md.Addresses, err = inst.NodeAddresses(ctx, name); err != nil {
-		return nil, fmt.Errorf("NodeAddresses: %w", err)
+		return nil, fmt.Errorf("node addresses: %w", err)
 	}
 	if zones, ok := p.cloud.Zones(); ok {
 		z, err := zones.GetZoneByNodeName(ctx, name)
 		if err != nil {
-			return nil, fmt.Errorf("GetZoneByNodeName: %w", err)
+			return nil, fmt.Errorf("zone: %w", err)
 		}
 		md.Zone, md.Region = z.FailureDomain, z.Region
 	}

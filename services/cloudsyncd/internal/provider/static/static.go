@@ -49,11 +49,12 @@ func New(path string, log *slog.Logger) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{path: abs, log: log, changed: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	p.reload()
+	p := &Provider{path: abs, changed: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	p.reload() // silently: a bad file at startup is the caller's error to report
 	if p.err != nil {
 		return nil, p.err
 	}
+	p.log = log
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", abs, err)
@@ -108,7 +109,7 @@ func (p *Provider) reload() {
 		f, err = Parse(data)
 	}
 	if err != nil {
-		err = fmt.Errorf("static file %s: %w", p.path, err)
+		err = fmt.Errorf("static_file %s: %w", p.path, err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -118,7 +119,7 @@ func (p *Provider) reload() {
 			p.log.Warn("static provider: file invalid, keeping the last good content", "err", err)
 		}
 	case err == nil && (p.err != nil || p.file == nil || fmt.Sprint(*p.file) != fmt.Sprint(*f)):
-		if p.log != nil {
+		if p.log != nil && p.file != nil {
 			p.log.Info("static provider: file loaded", "file", p.path)
 		}
 	default:
