@@ -151,6 +151,9 @@ func (c *Config) ChildArgs(name string) []string {
 	if c.Debug {
 		args = append(args, "--debug")
 	}
+	if c.SocketGroup != "" {
+		args = append(args, "--socket-group="+c.SocketGroup)
+	}
 	args = append(args,
 		"--podconfig-endpoint="+c.Endpoint(components.PodConfig),
 		"--statusd-endpoint="+c.Endpoint(components.Statusd),

@@ -168,7 +168,11 @@ func New(cfg *Config, opts ...Option) (*Supervisor, error) {
 // running until ctx ends; then it stops them in reverse start order. It
 // returns a UsageError when something the user must fix stops it.
 func (s *Supervisor) Run(ctx context.Context) error {
-	lis, err := socket.Listen(s.cfg.Socket)
+	var sockOpts []socket.Option
+	if s.cfg.SocketGroup != "" {
+		sockOpts = append(sockOpts, socket.WithGroup(s.cfg.SocketGroup))
+	}
+	lis, err := socket.Listen(s.cfg.Socket, sockOpts...)
 	if err != nil {
 		if errors.Is(err, socket.ErrInUse) {
 			return usage("%v (is another `microlet run` using run dir %s?)", err, s.cfg.RunDir)
