@@ -4,8 +4,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/microlet/microlet/internal/service"
 )
 
 type metrics struct {
@@ -50,14 +48,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 type sourceState struct {
 	configured []string
 	m          *metrics
-	env        *service.Env
 
 	mu   sync.Mutex
 	last map[string]string
 }
 
-func newSourceState(configured []string, m *metrics, env *service.Env) *sourceState {
-	return &sourceState{configured: configured, m: m, env: env, last: map[string]string{}}
+func newSourceState(configured []string, m *metrics) *sourceState {
+	return &sourceState{configured: configured, m: m, last: map[string]string{}}
 }
 
 // Error implements sources.Reporter.

@@ -102,7 +102,7 @@ func (s *Server) Register(env *service.Env) error {
 
 	s.metrics = newMetrics(env.Registry)
 	s.storage = merge.New()
-	s.state = newSourceState(configured, s.metrics, env)
+	s.state = newSourceState(configured, s.metrics)
 	s.stream = stream.New(s.storage, append([]stream.Option{stream.WithHooks(stream.Hooks{
 		Update: func(op merge.Op, source string, _ int) {
 			s.metrics.updates.WithLabelValues(op.String(), source).Inc()
