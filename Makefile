@@ -49,9 +49,11 @@ ci: check-proto lint test ## what .ci/run runs
 clean: ## remove build outputs
 	rm -rf $(BIN)
 
+# Built then exec'd rather than `go run`, which exits 1 on every Ctrl-C.
 .PHONY: dev-controlplane
 dev-controlplane: ## run etcd + kube-apiserver in the foreground and print admin/node kubeconfigs (Ctrl-C stops; needs make test-deps)
-	$(GO) run ./hack/devcontrolplane $(DEVCP_ARGS)
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/devcontrolplane ./hack/devcontrolplane && exec $(BIN)/devcontrolplane $(DEVCP_ARGS)
 
 # The compose dev box (deploy/compose, docs/dev-box.md). `docker compose` v2
 # when the CLI has it, else Debian's docker-compose v1.
