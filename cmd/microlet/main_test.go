@@ -703,3 +703,54 @@ func checkWatch(t *testing.T, runDir string) {
 		t.Errorf("first watch event %q (err %v), want the static pod ADDED from file", line, err)
 	}
 }
+
+// TestStopKillsAfterDeadline: a service that ignores SIGTERM is killed once
+// --stop-timeout passes, and the rest still stop in order.
+func TestStopKillsAfterDeadline(t *testing.T) {
+	bins := t.TempDir()
+	for _, c := range components.All {
+		if c.Name == components.PodSyncd {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(binDir, c.Name), filepath.Join(bins, c.Name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A stand-in podsyncd (nothing depends on it) that ignores SIGTERM; its
+	// sleep inherits the ignored signal, so only SIGKILL of the group ends both.
+	stubborn := "#!/bin/sh\ntrap '' TERM\necho 'ignoring SIGTERM' >&2\nwhile :; do sleep 1; done\n"
+	if err := os.WriteFile(filepath.Join(bins, components.PodSyncd), []byte(stubborn), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runDir := shortDir(t)
+	r := startMicrolet(t, runDir, "--bin-dir", bins, "--stop-timeout", "1s")
+	var pid int
+	eventually(t, "the stand-in podsyncd started", func() bool {
+		for _, c := range status(t, runDir).Components {
+			if c.Name == components.PodSyncd {
+				pid = c.PID
+			}
+		}
+		return pid != 0 && strings.Contains(r.stderr.String(), "ignoring SIGTERM")
+	})
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := r.waitExit(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	log := r.stderr.String()
+	if !regexp.MustCompile(`msg="service did not stop in time; killing it" .*component=podsyncd`).MatchString(log) ||
+		!regexp.MustCompile(`msg="service stopped" .*component=podsyncd .*exit="signal: killed"`).MatchString(log) {
+		t.Errorf("podsyncd was not killed after the deadline; log:\n%s", log)
+	}
+	if stopped := logOrder(log, "service stopped"); len(stopped) != len(components.All) || stopped[0] != components.PodSyncd {
+		t.Errorf("stop order %v", stopped)
+	}
+	if pidAlive(pid) {
+		t.Errorf("stand-in podsyncd (pid %d) survived", pid)
+	}
+	if left := sockets(t, runDir); len(left) > 0 {
+		t.Errorf("sockets left: %v", left)
+	}
+}
