@@ -316,6 +316,7 @@ func cmdline(t *testing.T, pid int) []string {
 // each SERVING, and SIGTERM stops them in exactly the reverse order, leaving
 // no process and no socket behind.
 func TestRunStartsInOrderAndStopsInReverse(t *testing.T) {
+	t.Parallel()
 	runDir := shortDir(t)
 	manifests := t.TempDir()
 	r := startMicrolet(t, runDir, "--manifest-dir", manifests)
@@ -412,6 +413,7 @@ func servedBefore(log, dep, dependent string) bool {
 // own: it must not start runtime-shim, must wait for the external one, and
 // must hand its endpoint to nodestatusd and podsyncd.
 func TestExternalRuntimeIsNotStarted(t *testing.T) {
+	t.Parallel()
 	extDir := shortDir(t)
 	extSock := filepath.Join(extDir, "cri.sock")
 	ext := exec.Command(filepath.Join(binDir, "runtime-shim"), "--run-dir", extDir, "--socket", extSock, "--data-dir", t.TempDir())
@@ -460,6 +462,7 @@ func TestExternalRuntimeIsNotStarted(t *testing.T) {
 // TestUsageErrors: whatever the user must fix is one line naming the
 // problem, with exit status 2.
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	bogusConfig := filepath.Join(t.TempDir(), "c.yaml")
 	if err := os.WriteFile(bogusConfig, []byte("run_dir: /tmp/x\nbogus: 1\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -579,6 +582,7 @@ func holdSocket(t *testing.T, path string) {
 // TestCLIWithoutSupervisor covers systemd/compose deployments: nothing serves
 // microlet.sock, so status, health and get talk to the service sockets.
 func TestCLIWithoutSupervisor(t *testing.T) {
+	t.Parallel()
 	runDir := shortDir(t)
 	manifests := t.TempDir()
 	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: hello}\nspec:\n  containers: [{name: c, image: busybox}]\n"
@@ -707,6 +711,7 @@ func checkWatch(t *testing.T, runDir string) {
 // TestStopKillsAfterDeadline: a service that ignores SIGTERM is killed once
 // --stop-timeout passes, and the rest still stop in order.
 func TestStopKillsAfterDeadline(t *testing.T) {
+	t.Parallel()
 	bins := t.TempDir()
 	for _, c := range components.All {
 		if c.Name == components.PodSyncd {

@@ -62,6 +62,7 @@ func is(typ supervisor.EventType, name string) func(supervisor.Event) bool {
 // SIGKILL of a service brings it back SERVING after the first backoff delay,
 // a second crash soon after waits twice as long, and nothing else is touched.
 func TestKilledServiceIsRestarted(t *testing.T) {
+	t.Parallel()
 	cfg := supervisor.DefaultConfig()
 	cfg.RunDir = shortDir(t)
 	cfg.DataDir = t.TempDir()
