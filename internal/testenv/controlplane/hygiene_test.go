@@ -131,7 +131,9 @@ func TestHarnessHygiene(t *testing.T) {
 // line mentions dir, so a recycled PID is not mistaken for a leak.
 func alive(pid int, dir string) bool {
 	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
+	// dir+"/": every flag names a path inside dir, and /tmp/mlcp-12 must
+	// not match another package's /tmp/mlcp-123.
+	if err != nil || !bytes.Contains(cmdline, []byte(dir+"/")) {
 		return false
 	}
 	return !zombie(pid)
