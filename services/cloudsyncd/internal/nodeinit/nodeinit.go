@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -144,9 +145,24 @@ func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " 
 // until ctx ends. A credential that cannot do the job ends Run early with one
 // error log line; nothing else in the process depends on it.
 func (c *Controller) Run(ctx context.Context) {
-	if err := c.CheckAccess(ctx); err != nil {
-		c.log.Error("cloud node initialisation disabled: " + oneLine(err))
-		return
+	// An API server that is down is retried with backoff; only a credential
+	// that is refused ends the controller.
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
+	for {
+		err := c.CheckAccess(ctx)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, ErrCredential) {
+			c.log.Error("cloud node initialisation disabled: " + oneLine(err))
+			return
+		}
+		c.log.Warn("cloud node initialisation: cannot check the credential yet, retrying", "err", oneLine(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff.Step()):
+		}
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
