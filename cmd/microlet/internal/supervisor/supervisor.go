@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -90,6 +91,7 @@ type Supervisor struct {
 	outMu          sync.Mutex // keeps children's lines whole
 	fatal          chan error
 	metrics        *metrics
+	spawns         chan spawnRequest
 
 	mu       sync.Mutex // guards stopping and every child's mutable fields
 	stopping bool
@@ -135,6 +137,7 @@ func New(cfg *Config, opts ...Option) (*Supervisor, error) {
 		byName:  map[string]*child{},
 		fatal:   make(chan error, len(components.All)),
 		metrics: newMetrics(),
+		spawns:  make(chan spawnRequest),
 	}
 	for _, o := range opts {
 		o(s)
@@ -210,6 +213,8 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	s.log.Info("supervisor listening", "socket", s.cfg.Socket, "run_dir", s.cfg.RunDir, "node", s.cfg.NodeName,
 		"standalone", s.cfg.Kubeconfig == "")
 
+	go s.spawner()
+	defer close(s.spawns) // after every child is gone (deferred calls run last-in first-out)
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, c := range s.children {
@@ -368,7 +373,7 @@ func (s *Supervisor) start(c *child) (*process, error) {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	err = cmd.Start()
+	err = s.spawn(cmd)
 	_ = outW.Close()
 	_ = errW.Close()
 	if err != nil {
@@ -538,4 +543,25 @@ func describeExit(st *os.ProcessState) string {
 		return "signal: " + ws.Signal().String()
 	}
 	return fmt.Sprintf("exit status %d", st.ExitCode())
+}
+
+type spawnRequest struct {
+	cmd *exec.Cmd
+	err chan error
+}
+
+// spawner starts every child from one locked OS thread that lives until all
+// children are gone: Linux sends Pdeathsig when the *thread* that forked a
+// child exits, and Go may end threads; this one only ends after Run.
+func (s *Supervisor) spawner() {
+	runtime.LockOSThread()
+	for r := range s.spawns {
+		r.err <- r.cmd.Start()
+	}
+}
+
+func (s *Supervisor) spawn(cmd *exec.Cmd) error {
+	r := spawnRequest{cmd: cmd, err: make(chan error, 1)}
+	s.spawns <- r
+	return <-r.err
 }
