@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -151,9 +152,36 @@ func withHostname(addrs []corev1.NodeAddress, hostname string) []corev1.NodeAddr
 	return out
 }
 
+// detected caches detectIP per hostname for a minute: resolving on every
+// sync of every simulated node would flood the resolver, and a node's
+// address rarely moves faster than that.
+var detected = struct {
+	sync.Mutex
+	m map[string]detection
+}{m: map[string]detection{}}
+
+type detection struct {
+	ip  net.IP
+	err error
+	at  time.Time
+}
+
+const detectTTL = time.Minute
+
 // detectIP is the kubelet's fallback: the hostname's first non-loopback
 // address, else the address of the default-route interface.
 func detectIP(hostname string) (net.IP, error) {
+	detected.Lock()
+	defer detected.Unlock()
+	if d, ok := detected.m[hostname]; ok && time.Since(d.at) < detectTTL {
+		return d.ip, d.err
+	}
+	ip, err := lookupIP(hostname)
+	detected.m[hostname] = detection{ip: ip, err: err, at: time.Now()}
+	return ip, err
+}
+
+func lookupIP(hostname string) (net.IP, error) {
 	if ips, err := net.LookupIP(hostname); err == nil {
 		for _, ip := range ips {
 			if !ip.IsLoopback() && !ip.IsLinkLocalUnicast() && ip.To4() != nil {
