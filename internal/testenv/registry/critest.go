@@ -8,10 +8,10 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-// critestImages are the repositories critest's image and security-context
-// specs pull, as they look with -registry-prefix=<host> (the original
-// registry's host is dropped, the path kept), and the user each image's
-// config names.
+// critestImages are the repositories critest pulls, without their
+// registry host (registry.k8s.io, gcr.io): a runtime that mirrors those hosts
+// to this registry finds them under the same paths. user is the user each
+// image's config names.
 var critestImages = []struct {
 	repoTag string
 	user    string
@@ -40,11 +40,11 @@ var critestImages = []struct {
 	{"microlet/httpd:1.0", "", 7},
 }
 
-// MirrorCritest pushes the images critest pulls, named as critest names them
-// when run with -registry-prefix=r.Host(). The digest-pinned image cannot be
-// mirrored: its digest is that of upstream's own build. The microlet/busybox
-// and microlet/httpd images are pushed again (with their :latest tags) for the
-// same tag-dropping reason.
+// MirrorCritest pushes the images critest pulls under their upstream paths,
+// for a runtime that mirrors upstream registries here. The digest-pinned
+// image cannot be mirrored: its digest is that of upstream's own build.
+// Each repository is also pushed as :latest, for critest's -registry-prefix
+// mode, which drops tags when it rewrites names.
 func (r *Registry) MirrorCritest(ctx context.Context) error {
 	base, err := baseImage(r.host)
 	if err != nil {
@@ -60,7 +60,7 @@ func (r *Registry) MirrorCritest(ctx context.Context) error {
 			}
 			switch ci.variant {
 			case 6:
-				c.Cmd = []string{"/usr/sbin/nginx"}
+				c.Cmd = []string{"/usr/sbin/nginx", "-g", "master process"}
 				c.ExposedPorts = map[string]struct{}{"80/tcp": {}}
 			case 7:
 				c.Cmd = WebServerCmd

@@ -204,7 +204,14 @@ func busyboxLayer() (v1.Layer, error) {
 		file("www/index.html", 0o644, []byte(WebServerPage))
 		// A stand-in for nginx: a script, so the process is named "nginx"
 		// (critest looks for it with pidof) and writes nginx's pid file.
+		// Started as "nginx master process" so its command line carries the
+		// words critest greps /proc/1/cmdline for.
 		file("usr/sbin/nginx", 0o755, []byte("#!/bin/sh\necho $$ > /var/run/nginx.pid\necho nginx: serving on :80\nhttpd -f -v -p 80 -h /www\n"))
+		// Applets Debian's busybox-static lacks, as small scripts.
+		file("usr/bin/pgrep", 0o755, []byte("#!/bin/sh\n# pgrep stand-in: PIDs whose command name contains $1.\n"+
+			"for d in /proc/[0-9]*; do\n  read -r comm < \"$d/comm\" 2>/dev/null || continue\n"+
+			"  case \"$comm\" in *\"$1\"*) echo \"${d#/proc/}\";; esac\ndone\n"))
+		file("usr/bin/ipcs", 0o755, []byte("#!/bin/sh\n# ipcs stand-in: the IPC namespace's shared memory segments.\ncat /proc/sysvipc/shm\n"))
 		if err := tw.Close(); err != nil {
 			layerErr = err
 			return

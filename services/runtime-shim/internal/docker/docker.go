@@ -38,6 +38,10 @@ type Options struct {
 	// Streamer turns Exec/Attach/PortForward requests into URLs of the
 	// streaming server; nil leaves those calls Unimplemented.
 	Streamer Streamer
+	// Mirrors maps a registry host (gcr.io, registry.k8s.io) to a mirror
+	// (host[:port]) PullImage fetches from instead; the image is then tagged
+	// with the name the caller asked for.
+	Mirrors map[string]string
 	// Log is the logger; nil uses slog.Default.
 	Log *slog.Logger
 }

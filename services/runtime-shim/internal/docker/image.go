@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/distribution/reference"
 	"github.com/moby/moby/api/pkg/authconfig"
 	"github.com/moby/moby/api/types/registry"
 	"github.com/moby/moby/client"
@@ -31,20 +32,58 @@ func (b *Backend) PullImage(ctx context.Context, req *runtimeapi.PullImageReques
 		}
 		opts.RegistryAuth = enc
 	}
-	resp, err := b.cli.ImagePull(ctx, ref, opts)
+	src, tagAs, err := b.mirrored(ref)
 	if err != nil {
-		return nil, toStatus(err, "pull %s", ref)
+		return nil, invalid("image.image", err.Error())
+	}
+	resp, err := b.cli.ImagePull(ctx, src, opts)
+	if err != nil {
+		return nil, toStatus(err, "pull %s", src)
 	}
 	err = resp.Wait(ctx)
 	_ = resp.Close()
 	if err != nil {
-		return nil, toStatus(err, "pull %s", ref)
+		return nil, toStatus(err, "pull %s", src)
+	}
+	if tagAs != "" {
+		// Name the image as the caller asked for it, then drop the
+		// mirror's name so the image lists only the requested tag.
+		if _, err := b.cli.ImageTag(ctx, client.ImageTagOptions{Source: src, Target: tagAs}); err != nil {
+			return nil, toStatus(err, "tag %s as %s", src, tagAs)
+		}
+		if _, err := b.cli.ImageRemove(ctx, src, client.ImageRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			b.log.Warn("untag mirror name", "image", src, "err", err)
+		}
+		ref = tagAs
 	}
 	ins, err := b.cli.ImageInspect(ctx, ref)
 	if err != nil {
 		return nil, toStatus(err, "inspect pulled %s", ref)
 	}
 	return &runtimeapi.PullImageResponse{ImageRef: ins.ID}, nil
+}
+
+// mirrored returns what to pull for ref: ref itself, or the same path on the
+// configured mirror of ref's registry, with the name to tag the result as
+// (empty for digest references, which cannot be tagged).
+func (b *Backend) mirrored(ref string) (src, tagAs string, err error) {
+	if len(b.opts.Mirrors) == 0 {
+		return ref, "", nil
+	}
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return "", "", err
+	}
+	mirror, ok := b.opts.Mirrors[reference.Domain(named)]
+	if !ok {
+		return ref, "", nil
+	}
+	src = mirror + "/" + reference.Path(named)
+	if d, ok := named.(reference.Digested); ok {
+		return src + "@" + d.Digest().String(), "", nil
+	}
+	tagged := reference.TagNameOnly(named)
+	return src + ":" + tagged.(reference.Tagged).Tag(), tagged.String(), nil
 }
 
 func toCRIImage(id string, tags, digests []string, size int64, user string) *runtimeapi.Image {

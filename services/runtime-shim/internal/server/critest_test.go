@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/microlet/microlet/internal/testenv/registry"
 	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
 )
 
@@ -93,18 +92,17 @@ func TestCritest(t *testing.T) {
 	if err := env.Registry.MirrorCritest(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sh := env.StartShim(t)
+	// critest pulls upstream's image names (registry.k8s.io, gcr.io); the
+	// shim fetches them from the local registry through its mirror setting
+	// and tags them with the names critest asked for.
+	h := env.Registry.Host()
+	sh := env.StartShim(t, "--registry-mirrors=registry.k8s.io="+h+",gcr.io="+h+",k8s.gcr.io="+h)
+	defer removeMirroredImages(env)
 
 	dir := t.TempDir()
-	images := filepath.Join(dir, "images.yaml")
-	if err := os.WriteFile(images, []byte(fmt.Sprintf("defaultTestContainerImage: %s\nwebServerTestImage: %s\n",
-		env.Registry.Image(registry.Busybox), env.Registry.Image(registry.WebServer))), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	report := filepath.Join(dir, "report.json")
 	args := []string{
 		"-runtime-endpoint=" + sh.Endpoint, "-image-endpoint=" + sh.Endpoint,
-		"-registry-prefix=" + env.Registry.Host(), "-test-images-file=" + images,
 		"-ginkgo.no-color", "-ginkgo.timeout=40m", "-ginkgo.json-report=" + report,
 		"-ginkgo.skip=" + critestSkip,
 	}
@@ -162,6 +160,14 @@ func TestCritest(t *testing.T) {
 		sort.Strings(unexpected)
 		t.Errorf("%d unexpected critest failures:\n%s", len(unexpected), strings.Join(unexpected, "\n"))
 	}
+}
+
+// removeMirroredImages removes the images pulled under upstream's names
+// (they carry the registry's label like every test image).
+func removeMirroredImages(env *shimtest.Env) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env.RemoveRegistryImages(ctx)
 }
 
 func failureMsg(s ginkgoSpec) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -32,6 +33,7 @@ type Config struct {
 	DockerInstance  string `yaml:"docker_instance" flag:"docker-instance" usage:"value of the instance label on every Docker object; shims sharing one Docker must differ"`
 	PauseImage      string `yaml:"pause_image" flag:"pause-image" usage:"image of the pod sandbox (pause) containers; built from our pause program when missing"`
 	PauseBinary     string `yaml:"pause_binary" flag:"pause-binary" usage:"static pause program to import as the pause image (default: bin/pause next to the binary, else built with go)"`
+	RegistryMirrors string `yaml:"registry_mirrors" flag:"registry-mirrors" usage:"comma-separated registry=mirror pairs PullImage fetches from instead (e.g. registry.k8s.io=127.0.0.1:5000)"`
 	StreamingAddr   string `yaml:"streaming_addr" flag:"streaming-addr" usage:"host:port of the Exec/Attach/PortForward streaming server (port 0 picks one)"`
 }
 
@@ -66,7 +68,11 @@ func (s *Server) Config() service.CommonConfig { return &s.cfg }
 func (s *Server) Register(env *service.Env) error {
 	switch s.cfg.Backend {
 	case BackendDocker:
-		b, err := docker.New(docker.Options{
+		mirrors, err := parseMirrors(s.cfg.RegistryMirrors)
+		if err != nil {
+			return err
+		}
+		b, err := docker.New(docker.Options{Mirrors: mirrors,
 			Host: s.cfg.DockerHost, DataDir: filepath.Join(s.cfg.DataDir, components.RuntimeShim),
 			Instance: s.cfg.DockerInstance, PauseImage: s.cfg.PauseImage, PauseBinary: s.cfg.PauseBinary, Log: env.Log,
 		})
@@ -121,6 +127,23 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	env.Ready()
 	<-ctx.Done()
 	return nil
+}
+
+// parseMirrors parses "registry=mirror,registry=mirror".
+func parseMirrors(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range strings.Split(v, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		from, to, ok := strings.Cut(pair, "=")
+		if !ok || from == "" || to == "" || strings.Contains(to, "/") {
+			return nil, fmt.Errorf("registry_mirrors: %q is not registry=host[:port]", pair)
+		}
+		out[from] = to
+	}
+	return out, nil
 }
 
 func (s *Server) backendReady(ctx context.Context) error {
