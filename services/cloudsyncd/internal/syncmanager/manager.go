@@ -159,16 +159,23 @@ func (m *Manager) Sync(ctx context.Context) {
 }
 
 // state returns the current answer and a channel closed at the next one.
-func (m *Manager) state() (addrs []corev1.NodeAddress, ok bool, err error, next <-chan struct{}) {
+func (m *Manager) state() snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return slices.Clone(m.addrs), m.ok, m.lastErr, m.changed
+	return snapshot{addrs: slices.Clone(m.addrs), ok: m.ok, err: m.lastErr, next: m.changed}
+}
+
+// snapshot is the manager's state at one moment; next closes at the next one.
+type snapshot struct {
+	addrs []corev1.NodeAddress
+	ok    bool
+	err   error
+	next  <-chan struct{}
 }
 
 // LastError is the error of the latest provider call, nil after a success.
 func (m *Manager) LastError() error {
-	_, _, err, _ := m.state()
-	return err
+	return m.state().err
 }
 
 // NodeAddresses returns the last good addresses. Before the first success it
@@ -181,17 +188,17 @@ func (m *Manager) NodeAddresses(ctx context.Context) ([]corev1.NodeAddress, erro
 		defer cancel()
 	}
 	for {
-		addrs, ok, err, next := m.state()
+		st := m.state()
 		switch {
-		case ok:
-			return addrs, nil
-		case err != nil:
-			return nil, &Error{Provider: m.p.Name(), Reason: err}
+		case st.ok:
+			return st.addrs, nil
+		case st.err != nil:
+			return nil, &Error{Provider: m.p.Name(), Reason: st.err}
 		}
 		select {
 		case <-ctx.Done():
 			return nil, &Error{Provider: m.p.Name(), Reason: ctx.Err(), Pending: true}
-		case <-next:
+		case <-st.next:
 		}
 	}
 }
@@ -202,17 +209,17 @@ func (m *Manager) Watch(ctx context.Context, send func([]corev1.NodeAddress) err
 	var last []corev1.NodeAddress
 	sent := false
 	for {
-		addrs, ok, _, next := m.state()
-		if ok && (!sent || !provider.EqualAddresses(last, addrs)) {
-			if err := send(addrs); err != nil {
+		st := m.state()
+		if st.ok && (!sent || !provider.EqualAddresses(last, st.addrs)) {
+			if err := send(st.addrs); err != nil {
 				return err
 			}
-			last, sent = addrs, true
+			last, sent = st.addrs, true
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-next:
+		case <-st.next:
 		}
 	}
 }
@@ -228,8 +235,8 @@ func (m *Manager) InstanceMetadata(ctx context.Context) (*provider.Metadata, err
 		return nil, &Error{Provider: m.p.Name(), Reason: err}
 	}
 	if len(md.Addresses) == 0 {
-		if addrs, ok, _, _ := m.state(); ok {
-			md.Addresses = addrs
+		if st := m.state(); st.ok {
+			md.Addresses = st.addrs
 		}
 	}
 	return md, nil

@@ -73,7 +73,7 @@ func start(t *testing.T, p *scripted, opts ...Option) (*Manager, func()) {
 	step := func() {
 		t.Helper()
 		waitFor(t, fc.HasWaiters)
-		_, _, _, next := m.state()
+		next := m.state().next
 		fc.Step(DefaultSyncFrequency)
 		select {
 		case <-next:
