@@ -436,3 +436,16 @@ func BenchmarkGetNodeAddresses(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHealthCheckBaseline is a grpc.health.v1 Check on the same socket
+// and server: the floor GetNodeAddresses is compared with on a loaded machine.
+func BenchmarkHealthCheckBaseline(b *testing.B) {
+	p := start(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := grpcclient.Check(ctx, p.cc, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
