@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -359,7 +361,11 @@ func (l *Loop) reclaimed(ctx context.Context, pod *corev1.Pod) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := l.status.ReportPodResourcesReclaimed(cctx, &statusdv1.ReportPodResourcesReclaimedRequest{PodUid: string(pod.UID)}); err != nil {
+	_, err := l.status.ReportPodResourcesReclaimed(cctx, &statusdv1.ReportPodResourcesReclaimedRequest{PodUid: string(pod.UID)})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		// statusd already finished with the pod (a repeated report).
+	case err != nil:
 		l.log.Warn("could not report resources reclaimed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 	}
 }

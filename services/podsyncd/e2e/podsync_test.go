@@ -1,0 +1,210 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// TestPodSync runs the issue's scenarios against one node stack.
+func TestPodSync(t *testing.T) {
+	s := startStack(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer s.watchNodeReady(ctx)()
+
+	t.Run("static pod runs, gets a Running mirror pod, and goes with its file", func(t *testing.T) {
+		s.t = t
+		p := s.pod("static-web", corev1.RestartPolicyAlways, "trap 'exit 0' TERM; while true; do sleep 1; done")
+		p.Spec.NodeName = ""
+		p.Namespace = ""
+		p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+		data, err := yaml.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(s.manifestDir, "static-web.yaml")
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mirrorName := "static-web-" + s.node
+		mirror := s.waitPod("default", mirrorName, "Running and Ready", func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodRunning && ready(p)
+		})
+		if mirror.Annotations["kubernetes.io/config.mirror"] == "" {
+			t.Fatalf("mirror pod lacks the config.mirror annotation: %v", mirror.Annotations)
+		}
+		uid := mirror.Annotations["kubernetes.io/config.hash"]
+		if n := s.dockerRunning(uid); n < 1 {
+			t.Fatalf("no running container for static pod uid %s", uid)
+		}
+		if err := os.Remove(file); err != nil {
+			t.Fatal(err)
+		}
+		s.waitGone("default", mirrorName)
+		s.eventually("static pod containers stopped", 2*time.Minute, func() (bool, string) {
+			n := s.dockerRunning(uid)
+			return n == 0, fmt.Sprintf("%d running", n)
+		})
+	})
+
+	t.Run("API pod runs; deletion runs preStop, stops gracefully and removes the pod", func(t *testing.T) {
+		s.t = t
+		p := s.pod("api-pod", corev1.RestartPolicyAlways, "trap 'echo got-term; exit 0' TERM; echo started; while true; do sleep 1; done")
+		p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+			Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "echo prestop-ran > /proc/1/fd/1"}},
+		}}
+		created := s.create(p)
+		running := s.waitPod("default", "api-pod", "Running", func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodRunning && ready(p)
+		})
+		if running.Status.PodIP == "" || running.Status.StartTime == nil {
+			t.Fatalf("status lacks podIP or startTime: %+v", running.Status)
+		}
+		if n := s.dockerRunning(string(created.UID)); n != 1 {
+			t.Fatalf("runtime shows %d running containers for the pod, want 1", n)
+		}
+		if err := s.admin.CoreV1().Pods("default").Delete(context.Background(), "api-pod", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		s.waitGone("default", "api-pod")
+		if n := s.dockerRunning(string(created.UID)); n != 0 {
+			t.Fatalf("%d containers still running after deletion", n)
+		}
+		log := filepath.Join(s.logDir, fmt.Sprintf("default_api-pod_%s", created.UID), "main", "0.log")
+		data, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatalf("container log: %v", err)
+		}
+		for _, want := range []string{"started", "prestop-ran", "got-term"} {
+			if !strings.Contains(string(data), want) {
+				t.Fatalf("container log %s lacks %q (preStop then SIGTERM):\n%s", log, want, data)
+			}
+		}
+	})
+
+	t.Run("a failing container restarts with growing backoff and shows CrashLoopBackOff", func(t *testing.T) {
+		s.t = t
+		s.create(s.pod("crasher", corev1.RestartPolicyAlways, "echo crashing; exit 3"))
+		sawCrashLoop := false
+		p := s.waitPod("default", "crasher", "restarted twice in CrashLoopBackOff", func(p *corev1.Pod) bool {
+			if len(p.Status.ContainerStatuses) != 1 {
+				return false
+			}
+			cs := p.Status.ContainerStatuses[0]
+			if cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
+				sawCrashLoop = true
+			}
+			return sawCrashLoop && cs.RestartCount >= 2
+		})
+		cs := p.Status.ContainerStatuses[0]
+		if cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 3 {
+			t.Fatalf("last termination = %+v, want exit code 3", cs.LastTerminationState)
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			t.Fatalf("crash-looping pod phase = %s, want Running (upstream keeps it Running while it restarts)", p.Status.Phase)
+		}
+		_ = s.admin.CoreV1().Pods("default").Delete(context.Background(), "crasher", metav1.DeleteOptions{})
+	})
+
+	t.Run("restartPolicy Never leaves a failed container terminated and the pod Failed", func(t *testing.T) {
+		s.t = t
+		s.create(s.pod("never-fails", corev1.RestartPolicyNever, "exit 7"))
+		p := s.waitPod("default", "never-fails", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		cs := p.Status.ContainerStatuses[0]
+		if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 7 || cs.RestartCount != 0 {
+			t.Fatalf("container status = %+v, want terminated with 7 and no restart", cs)
+		}
+	})
+
+	t.Run("a pod whose containers all succeed ends Succeeded", func(t *testing.T) {
+		s.t = t
+		p := s.pod("all-ok", corev1.RestartPolicyOnFailure, "echo done")
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "second", Image: s.image, Command: []string{"/bin/sh", "-c", "sleep 1"}})
+		s.create(p)
+		got := s.waitPod("default", "all-ok", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+		for _, cs := range got.Status.ContainerStatuses {
+			if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 || cs.State.Terminated.Reason != "Completed" {
+				t.Fatalf("container %s: %+v, want Completed", cs.Name, cs.State)
+			}
+		}
+	})
+
+	t.Run("a pod asking for more CPU than the node has is rejected with OutOfcpu", func(t *testing.T) {
+		s.t = t
+		p := s.pod("too-big", corev1.RestartPolicyAlways, "sleep 3600")
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}
+		created := s.create(p)
+		got := s.waitPod("default", "too-big", "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		if got.Status.Reason != "OutOfcpu" || !strings.HasPrefix(got.Status.Message, "Node didn't have enough resource: cpu, requested: 1000000") {
+			t.Fatalf("reason %q message %q, want OutOfcpu with upstream's message", got.Status.Reason, got.Status.Message)
+		}
+		if n := s.dockerRunning(string(created.UID)); n != 0 {
+			t.Fatalf("rejected pod has %d running containers", n)
+		}
+	})
+
+	t.Run("podsyncd killed with SIGKILL adopts running containers without restarting them", func(t *testing.T) {
+		s.t = t
+		s.create(s.pod("survivor", corev1.RestartPolicyAlways, "trap 'exit 0' TERM; while true; do sleep 1; done"))
+		before := s.waitPod("default", "survivor", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) })
+		id := before.Status.ContainerStatuses[0].ContainerID
+		pid := s.servicePID("podsyncd")
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		s.eventually("podsyncd restarted", 2*time.Minute, func() (bool, string) {
+			np := s.servicePID("podsyncd")
+			return np != 0 && np != pid, "pid " + strconv.Itoa(np)
+		})
+		// Let the new podsyncd relist and resync the pod several times.
+		time.Sleep(12 * time.Second)
+		after, err := s.get("default", "survivor")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := after.Status.ContainerStatuses[0]
+		if cs.ContainerID != id || cs.RestartCount != 0 || cs.State.Running == nil {
+			t.Fatalf("container after podsyncd restart: id %s (was %s), restarts %d, state %+v", cs.ContainerID, id, cs.RestartCount, cs.State)
+		}
+	})
+}
+
+// servicePID asks `microlet status` for a service's pid.
+func (s *stack) servicePID(name string) int {
+	out, err := exec.Command(filepath.Join(binDir, "microlet"), "status", "-o", "json", "--run-dir", s.runDir).Output()
+	if err != nil {
+		return 0
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(out, &rows); err != nil {
+		var wrapped struct {
+			Components []map[string]any `json:"components"`
+		}
+		if json.Unmarshal(out, &wrapped) != nil {
+			return 0
+		}
+		rows = wrapped.Components
+	}
+	for _, r := range rows {
+		if r["name"] == name {
+			if pid, ok := r["pid"].(float64); ok {
+				return int(pid)
+			}
+		}
+	}
+	return 0
+}
