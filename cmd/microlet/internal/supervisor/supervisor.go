@@ -169,7 +169,8 @@ func New(cfg *Config, opts ...Option) (*Supervisor, error) {
 
 // Run starts the services, serves SupervisorService and keeps the services
 // running until ctx ends; then it stops them in reverse start order. It
-// returns a UsageError when something the user must fix stops it.
+// returns a UsageError when something the user must fix stops it. Run is
+// called once per Supervisor.
 func (s *Supervisor) Run(ctx context.Context) error {
 	var sockOpts []socket.Option
 	if s.cfg.SocketGroup != "" {
@@ -240,7 +241,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
-			s.log.Info("stopping services", "reason", "signal")
+			s.log.Info("stopping services", "reason", "shutdown requested")
 			done = true
 		case result = <-s.fatal:
 			s.log.Error("stopping services", "reason", result)
@@ -265,6 +266,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	wg.Wait()
 	s.removeLeftSockets()
 	srv.Stop(time.Second)
+	s.log.Info("supervisor stopped")
 	return result
 }
 
