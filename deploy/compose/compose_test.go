@@ -159,6 +159,14 @@ func TestComposeDevBox(t *testing.T) {
 		t.Fatalf("build images: %v\n%s", err, out)
 	}
 
+	// Pods the dev box ran are Docker containers outside the project,
+	// labelled with runtime-shim's instance (the node name).
+	t.Cleanup(func() {
+		if ids, _ := docker("ps", "-aq", "--filter", "label=io.microlet.instance="+node); ids != "" {
+			_, _ = docker(append([]string{"rm", "-f"}, strings.Fields(ids)...)...)
+		}
+	})
+
 	manifests := t.TempDir()
 	ports := freePorts(t, 3)
 	b := &box{

@@ -177,7 +177,8 @@ func TestUnitsCoverEveryService(t *testing.T) {
 type child struct {
 	cmd  *exec.Cmd
 	logs *lockedBuffer
-	done chan error
+	done chan struct{} // closed once the process exited; err is set then
+	err  error
 }
 
 type lockedBuffer struct {
@@ -211,13 +212,13 @@ func start(t *testing.T, binary string, lis *os.File, env []string, args ...stri
 		cmd = exec.Command(binary, args...)
 	}
 	cmd.Env = append(os.Environ(), env...)
-	c := &child{cmd: cmd, logs: &lockedBuffer{}, done: make(chan error, 1)}
+	c := &child{cmd: cmd, logs: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout = c.logs
 	cmd.Stderr = c.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { c.done <- cmd.Wait() }()
+	go func() { c.err = cmd.Wait(); close(c.done) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-c.done
@@ -232,9 +233,8 @@ func start(t *testing.T, binary string, lis *os.File, env []string, args ...stri
 func (c *child) wait(t *testing.T) error {
 	t.Helper()
 	select {
-	case err := <-c.done:
-		c.done <- err // Cleanup reads it again
-		return err
+	case <-c.done:
+		return c.err
 	case <-time.After(60 * time.Second):
 		t.Fatalf("process %d did not exit\n%s", c.cmd.Process.Pid, c.logs.String())
 		return nil
