@@ -366,12 +366,40 @@ func TestRunStartsInOrderAndStopsInReverse(t *testing.T) {
 		}
 	}
 
+	// SIGKILL of one service: back SERVING with a new pid and restarts=1,
+	// every other service untouched.
+	pids := map[string]int{}
+	for _, c := range st.Components {
+		pids[c.Name] = c.PID
+	}
+	if err := syscall.Kill(pids[components.RuntimeShim], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "runtime-shim restarted and SERVING", func() bool {
+		for _, c := range status(t, runDir).Components {
+			if c.Name == components.RuntimeShim {
+				return c.Health == "SERVING" && c.PID != pids[c.Name] && c.Restarts == 1
+			}
+		}
+		return false
+	})
+	after := status(t, runDir)
+	for _, c := range after.Components {
+		if c.Name != components.RuntimeShim && (c.PID != pids[c.Name] || c.Restarts != 0 || c.Health != "SERVING") {
+			t.Errorf("%s was touched by runtime-shim's restart: %+v", c.Name, c)
+		}
+	}
+	if !regexp.MustCompile(`msg="restarting service" .*component=runtime-shim delay=500ms`).MatchString(r.stderr.String()) {
+		t.Errorf("no first restart after 500ms in the log")
+	}
+
 	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if code := r.waitExit(t); code != 0 {
 		t.Fatalf("microlet exit %d after SIGTERM; stderr:\n%s", code, r.stderr.String())
 	}
+	st = after
 	stopped := logOrder(r.stderr.String(), "service stopped")
 	var want []string
 	for i := len(components.All) - 1; i >= 0; i-- {

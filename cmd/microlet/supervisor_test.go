@@ -128,6 +128,11 @@ func TestKilledServiceIsRestarted(t *testing.T) {
 	if restart.Delay != 500*time.Millisecond {
 		t.Errorf("first restart delay %s, want 500ms", restart.Delay)
 	}
+	for _, c := range s.Components(ctx) {
+		if c.GetName() == components.PodConfig && (c.GetRestarts() != 1 || c.GetHealth() != supervisorv1.Health_HEALTH_SERVING) {
+			t.Errorf("podconfig after one kill: %v, want SERVING with restarts=1", c)
+		}
+	}
 	// A crash within restart_backoff_reset of the restart doubles the delay.
 	restart, _ = kill(components.PodConfig, i)
 	if restart.Delay != time.Second {
