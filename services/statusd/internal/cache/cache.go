@@ -277,7 +277,7 @@ func (c *Cache) TerminatePod(pod *corev1.Pod) (uint64, error) {
 	})
 }
 
-func (c *Cache) containerChange(uid, containerID string, fn func(pod *corev1.Pod, st *corev1.PodStatus, cs *corev1.ContainerStatus) bool) (uint64, error) {
+func (c *Cache) containerChange(uid, containerID string, fn func(pod *corev1.Pod, st *corev1.PodStatus, cs *corev1.ContainerStatus)) (uint64, error) {
 	if uid == "" {
 		return 0, fmt.Errorf("%w: pod_uid must be set", ErrInvalid)
 	}
@@ -311,24 +311,20 @@ func (c *Cache) containerChange(uid, containerID string, fn func(pod *corev1.Pod
 // SetContainerReadiness sets one container's readiness and recomputes the
 // pod's ContainersReady and Ready conditions.
 func (c *Cache) SetContainerReadiness(uid, containerID string, ready bool) (uint64, error) {
-	return c.containerChange(uid, containerID, func(pod *corev1.Pod, st *corev1.PodStatus, cs *corev1.ContainerStatus) bool {
+	// An unchanged flag leaves the status equal, which keeps the version.
+	return c.containerChange(uid, containerID, func(pod *corev1.Pod, st *corev1.PodStatus, cs *corev1.ContainerStatus) {
 		if cs.Ready == ready {
-			return false
+			return
 		}
 		cs.Ready = ready
 		podstatus.ReadinessConditions(pod, st)
-		return true
 	})
 }
 
 // SetContainerStartup sets one container's started flag.
 func (c *Cache) SetContainerStartup(uid, containerID string, started bool) (uint64, error) {
-	return c.containerChange(uid, containerID, func(_ *corev1.Pod, _ *corev1.PodStatus, cs *corev1.ContainerStatus) bool {
-		if cs.Started != nil && *cs.Started == started {
-			return false
-		}
+	return c.containerChange(uid, containerID, func(_ *corev1.Pod, _ *corev1.PodStatus, cs *corev1.ContainerStatus) {
 		cs.Started = &started
-		return true
 	})
 }
 

@@ -47,9 +47,10 @@ type Syncer struct {
 	period   time.Duration
 	reg      prometheus.Registerer
 
-	mu      sync.Mutex
-	force   map[string]bool        // reconcile: resend with a live GET
-	written map[string]*corev1.Pod // our last write's answer, fresher than the informer
+	mu       sync.Mutex
+	force    map[string]bool        // reconcile: resend with a live GET
+	written  map[string]*corev1.Pod // our last write's answer, fresher than the informer
+	syncedTo map[string]types.UID   // the API object a pod's status was last synced to
 }
 
 // Option configures a Syncer.
@@ -74,13 +75,14 @@ func WithClock(c clock.Clock) Option { return func(s *Syncer) { s.clock = c } }
 func New(client kubernetes.Interface, c *cache.Cache, informer toolscache.SharedIndexInformer, opts ...Option) *Syncer {
 	s := &Syncer{
 		client: client, cache: c, informer: informer,
-		lister:  corelisters.NewPodLister(informer.GetIndexer()),
-		log:     slog.Default(),
-		clock:   clock.RealClock{},
-		workers: DefaultWorkers,
-		period:  DefaultReconcilePeriod,
-		force:   map[string]bool{},
-		written: map[string]*corev1.Pod{},
+		lister:   corelisters.NewPodLister(informer.GetIndexer()),
+		log:      slog.Default(),
+		clock:    clock.RealClock{},
+		workers:  DefaultWorkers,
+		period:   DefaultReconcilePeriod,
+		force:    map[string]bool{},
+		written:  map[string]*corev1.Pod{},
+		syncedTo: map[string]types.UID{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -260,6 +262,7 @@ func (s *Syncer) syncPod(ctx context.Context, uid string) error {
 		s.mu.Lock()
 		delete(s.written, uid)
 		delete(s.force, uid)
+		delete(s.syncedTo, uid)
 		s.mu.Unlock()
 		return nil
 	}
@@ -277,6 +280,11 @@ func (s *Syncer) syncPod(ctx context.Context, uid string) error {
 		return nil // not in the API (yet); an informer event queues it again
 	}
 	base = s.newest(uid, base)
+	s.mu.Lock()
+	if last, ok := s.syncedTo[uid]; ok && last != base.UID {
+		force = true // a recreated mirror pod: it has none of our status yet
+	}
+	s.mu.Unlock()
 	if force || (!static && string(base.UID) != uid) {
 		live, err := s.liveGet(ctx, e.Namespace, e.Name)
 		if apierrors.IsNotFound(err) {
@@ -302,6 +310,9 @@ func (s *Syncer) syncPod(ctx context.Context, uid string) error {
 				if res != nil {
 					base = res
 				}
+				s.mu.Lock()
+				s.syncedTo[uid] = base.UID
+				s.mu.Unlock()
 				break
 			}
 			if apierrors.IsNotFound(err) {
