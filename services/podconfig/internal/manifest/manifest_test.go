@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-var fileSrc = Source{NodeName: "Node1", Location: "/etc/kubernetes/manifests/web.yaml", File: true}
+var fileSrc = Source{NodeName: "node1", Location: "/etc/kubernetes/manifests/web.yaml", File: true}
 
 const webYAML = `apiVersion: v1
 kind: Pod
@@ -46,7 +46,7 @@ func TestParsePodDefaults(t *testing.T) {
 	}{
 		{"name", p.Name, "web-node1"},
 		{"namespace", p.Namespace, "default"},
-		{"nodeName", p.Spec.NodeName, "Node1"},
+		{"nodeName", p.Spec.NodeName, "node1"},
 		{"hash annotation", p.Annotations[ConfigHashAnnotation], string(p.UID)},
 		{"uid length", len(p.UID), 32},
 		{"phase", p.Status.Phase, corev1.PodPending},
@@ -82,8 +82,8 @@ func equal(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
 func TestUIDDependsOnSourceAndNode(t *testing.T) {
 	a, _ := ParsePod([]byte(webYAML), fileSrc)
 	b, _ := ParsePod([]byte(webYAML), Source{NodeName: "other", Location: fileSrc.Location, File: true})
-	c, _ := ParsePod([]byte(webYAML), Source{NodeName: "Node1", Location: "/elsewhere.yaml", File: true})
-	u, _ := ParsePod([]byte(webYAML), Source{NodeName: "Node1", Location: "http://x/pods"})
+	c, _ := ParsePod([]byte(webYAML), Source{NodeName: "node1", Location: "/elsewhere.yaml", File: true})
+	u, _ := ParsePod([]byte(webYAML), Source{NodeName: "node1", Location: "http://x/pods"})
 	again, _ := ParsePod([]byte(webYAML), fileSrc)
 	if a.UID != again.UID {
 		t.Fatal("UID not stable")
@@ -93,6 +93,11 @@ func TestUIDDependsOnSourceAndNode(t *testing.T) {
 	}
 	if len(u.Spec.Tolerations) != 0 {
 		t.Fatalf("URL pods get no toleration, got %v", u.Spec.Tolerations)
+	}
+	// Like upstream, a node name that is not a DNS subdomain makes every
+	// static pod invalid.
+	if _, err := ParsePod([]byte(webYAML), Source{NodeName: "Node1", Location: "x", File: true}); err == nil || !strings.Contains(err.Error(), "spec.nodeName") {
+		t.Fatalf("upper-case node name: %v", err)
 	}
 	explicit, err := ParsePod([]byte(strings.Replace(webYAML, "  name: web\n", "  name: web\n  uid: given\n", 1)), fileSrc)
 	if err != nil || explicit.UID != "given" {

@@ -75,6 +75,11 @@ func validate(pod *corev1.Pod) field.ErrorList {
 	if spec.ActiveDeadlineSeconds != nil && *spec.ActiveDeadlineSeconds <= 0 {
 		errs = append(errs, field.Invalid(sp.Child("activeDeadlineSeconds"), *spec.ActiveDeadlineSeconds, "must be greater than 0"))
 	}
+	if spec.NodeName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(spec.NodeName) {
+			errs = append(errs, field.Invalid(sp.Child("nodeName"), spec.NodeName, msg))
+		}
+	}
 	errs = append(errs, metav1validation.ValidateLabels(spec.NodeSelector, sp.Child("nodeSelector"))...)
 	if spec.Hostname != "" {
 		for _, msg := range validation.IsDNS1123Label(spec.Hostname) {

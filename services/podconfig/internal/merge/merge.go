@@ -61,6 +61,11 @@ type Refusal struct {
 type entry struct {
 	pod    *corev1.Pod
 	lastOp Op
+	// ref is the source's object last merged into pod. Sources never change
+	// an object they handed in, so the same pointer again means no change
+	// and the comparison is skipped: a re-sent set of 10,000 unchanged pods
+	// costs map lookups, not 10,000 deep comparisons.
+	ref *corev1.Pod
 }
 
 // Storage holds the current pods of every source. It is safe for concurrent
@@ -90,7 +95,8 @@ func New(opts ...Option) *Storage {
 // Merge replaces the pods of source with pods and returns the resulting
 // updates in emission order, plus the pods refused as duplicates. pods are
 // only read, so a source may hand in the same objects again and again; what
-// the storage keeps and hands out are its own deep copies.
+// the storage keeps and hands out are its own deep copies. A source must
+// not modify a pod after handing it in: it hands in a new object instead.
 //
 // The first set of a source that yields no ADD, UPDATE or DELETE still yields
 // an empty ADD, so a consumer learns the source is ready, as upstream does.
@@ -116,6 +122,10 @@ func (s *Storage) Merge(source string, pods []*corev1.Pod) ([]Update, []Refusal)
 		names[full] = true
 		if e, ok := old[ref.UID]; ok {
 			cur[ref.UID] = e
+			if e.ref == ref {
+				continue
+			}
+			e.ref = ref
 			needUpdate, needReconcile, needDelete := checkAndUpdate(e.pod, ref, source)
 			switch {
 			case needUpdate:
@@ -142,7 +152,7 @@ func (s *Storage) Merge(source string, pods []*corev1.Pod) ([]Update, []Refusal)
 		}
 		p.Annotations[ConfigSourceAnnotation] = source
 		p.Annotations[ConfigFirstSeenAnnotation] = s.clock.Now().Format(time.RFC3339Nano)
-		cur[ref.UID] = &entry{pod: p, lastOp: OpAdd}
+		cur[ref.UID] = &entry{pod: p, lastOp: OpAdd, ref: ref}
 		adds = append(adds, p)
 	}
 	for uid, e := range old {

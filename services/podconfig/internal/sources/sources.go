@@ -12,7 +12,9 @@ const (
 )
 
 // Sink receives the full current set of a source. The pods are only read by
-// the sink and may be handed in again later.
+// the sink and may be handed in again later, but never modified once handed
+// in: a changed pod is a new object (the merge relies on this to skip
+// unchanged pods cheaply).
 type Sink func(source string, pods []*corev1.Pod)
 
 // Reporter hears about a source's problems and recoveries.
