@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -220,4 +221,29 @@ func TestDurabilityAcrossSIGKILL(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A bad setting is a one-line error naming the key, with exit code 2.
+func TestBadConfigExits2(t *testing.T) {
+	bin := statusdBinary(t)
+	dir, err := shortTempDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removeAll(dir)
+	for _, tc := range []struct{ flag, key string }{
+		{"--sync-workers=0", "sync_workers"},
+		{"--kube-api-qps=0", "kube_api_qps"},
+		{"--reconcile-period=-1s", "reconcile_period"},
+	} {
+		cmd := exec.Command(bin, "--run-dir", dir, "--data-dir", dir, tc.flag)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Fatalf("%s: err %v, output %s", tc.flag, err, out)
+		}
+		if !strings.Contains(string(out), tc.key) || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+			t.Fatalf("%s: want one line naming %s, got %q", tc.flag, tc.key, out)
+		}
+	}
 }
