@@ -87,9 +87,14 @@ func (f *File) Run(ctx context.Context, sink Sink) error {
 		// Each round lists the path, then follows fsnotify until the watch
 		// breaks (the path vanished or was replaced); a missing path is an
 		// empty set, retried with backoff.
-		err := f.watch(ctx, sink, ticker)
+		watched, err := f.watch(ctx, sink, ticker)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if watched {
+			// The path was there and watched until it went away (an editor
+			// or tool replacing it): start the retries short again.
+			backoff.Duration, backoff.Steps = time.Second, 1<<30
 		}
 		if err != nil {
 			f.Log.Warn("manifest path not watchable, retrying", "path", f.Path, "err", err)
@@ -102,11 +107,12 @@ func (f *File) Run(ctx context.Context, sink Sink) error {
 	}
 }
 
-// watch lists the path and follows it; it returns when the watch breaks.
-func (f *File) watch(ctx context.Context, sink Sink, ticker clock.Ticker) error {
+// watch lists the path and follows it; it returns when the watch breaks,
+// saying whether the path was being watched at all.
+func (f *File) watch(ctx context.Context, sink Sink, ticker clock.Ticker) (bool, error) {
 	w, werr := fsnotify.NewWatcher()
 	if werr != nil {
-		return fmt.Errorf("inotify: %w", werr)
+		return false, fmt.Errorf("inotify: %w", werr)
 	}
 	defer func() { _ = w.Close() }()
 	// Watch before listing, so nothing written in between is missed.
@@ -114,24 +120,24 @@ func (f *File) watch(ctx context.Context, sink Sink, ticker clock.Ticker) error 
 	f.relist(sink)
 	if werr != nil {
 		if errors.Is(werr, os.ErrNotExist) {
-			return fmt.Errorf("%s does not exist", f.Path)
+			return false, fmt.Errorf("%s does not exist", f.Path)
 		}
-		return fmt.Errorf("watch %s: %w", f.Path, werr)
+		return false, fmt.Errorf("watch %s: %w", f.Path, werr)
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return true, nil
 		case <-ticker.C():
 			f.relist(sink)
 		case err, ok := <-w.Errors:
 			if !ok {
-				return errors.New("watcher closed")
+				return true, errors.New("watcher closed")
 			}
-			return fmt.Errorf("watch %s: %w", f.Path, err)
+			return true, fmt.Errorf("watch %s: %w", f.Path, err)
 		case ev, ok := <-w.Events:
 			if !ok {
-				return errors.New("watcher closed")
+				return true, errors.New("watcher closed")
 			}
 			broken := f.handle(ev)
 			// Take whatever else is queued before sending, so a burst of
@@ -151,7 +157,7 @@ func (f *File) watch(ctx context.Context, sink Sink, ticker clock.Ticker) error 
 			}
 			sink(FileSource, f.current())
 			if broken {
-				return fmt.Errorf("%s was removed or replaced", f.Path)
+				return true, fmt.Errorf("%s was removed or replaced", f.Path)
 			}
 		}
 	}

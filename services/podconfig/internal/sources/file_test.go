@@ -135,4 +135,17 @@ func TestFileSourceSingleFileAndRelist(t *testing.T) {
 	n := s.count()
 	// The periodic relist re-sends the set on the injected clock.
 	s.waitFor(t, "a relist", func([]*corev1.Pod) bool { return s.count() > n }, func() { clk.Step(20 * time.Second) })
+
+	// Replacing the file the way editors do (write aside, rename over it)
+	// ends that watch; the source watches the new file and reads it.
+	for i, img := range []string{"v2", "v3"} {
+		tmp := filepath.Join(dir, ".only.yaml.swp")
+		write(t, tmp, podManifest("only", img))
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+		s.waitFor(t, "image "+img, func(p []*corev1.Pod) bool {
+			return len(p) == 1 && p[0].Spec.Containers[0].Image == img
+		}, func() { clk.Step(time.Duration(i+1) * time.Second) })
+	}
 }
