@@ -114,3 +114,35 @@ func TestExpand(t *testing.T) {
 		}
 	}
 }
+
+type failedLiveness map[string]bool
+
+func (f failedLiveness) LivenessFailed(c *corev1.Container, id string) (string, *int64, bool) {
+	g := int64(5)
+	return "Container " + c.Name + " failed liveness probe, will be restarted", &g, f[id]
+}
+
+func TestLivenessFailureRestarts(t *testing.T) {
+	five := int64(5)
+	for _, tc := range []struct {
+		policy corev1.RestartPolicy
+		want   Actions
+	}{
+		{corev1.RestartPolicyAlways, Actions{SandboxID: "sb", NextInit: -1, Start: []int{1},
+			Kill: map[string]string{"b-id": "Container b failed liveness probe, will be restarted"}, KillGrace: map[string]*int64{"b-id": &five}}},
+		{corev1.RestartPolicyOnFailure, Actions{SandboxID: "sb", NextInit: -1, Start: []int{1},
+			Kill: map[string]string{"b-id": "Container b failed liveness probe, will be restarted"}, KillGrace: map[string]*int64{"b-id": &five}}},
+		{corev1.RestartPolicyNever, Actions{SandboxID: "sb", NextInit: -1,
+			Kill: map[string]string{"b-id": "Container b failed liveness probe, will be restarted"}, KillGrace: map[string]*int64{"b-id": &five}}},
+	} {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			p := testPod(tc.policy, 0)
+			m := NewManager(nil, nil, Options{})
+			m.SetHealth(failedLiveness{"b-id": true})
+			st := PodStatus{Sandboxes: []SandboxStatus{{ID: "sb", Ready: true}}, Containers: []ContainerStatus{running(p, "a"), running(p, "b")}}
+			if got := m.ComputePodActions(p, &st); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}

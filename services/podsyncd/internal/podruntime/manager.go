@@ -70,6 +70,32 @@ type Manager struct {
 
 	mu      sync.Mutex
 	reasons map[types.UID]map[string]Reason
+	health  Health
+}
+
+// Health tells the manager which running containers failed their liveness or
+// startup probe and must be restarted (the prober implements it).
+type Health interface {
+	// LivenessFailed returns upstream's kill message and the probe's own
+	// termination grace period (nil for the pod's) when the container failed.
+	LivenessFailed(c *corev1.Container, id string) (message string, grace *int64, failed bool)
+}
+
+// SetHealth installs the probe results; call it before the first SyncPod.
+func (m *Manager) SetHealth(h Health) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.health = h
+}
+
+func (m *Manager) livenessFailed(c *corev1.Container, id string) (string, *int64, bool) {
+	m.mu.Lock()
+	h := m.health
+	m.mu.Unlock()
+	if h == nil {
+		return "", nil, false
+	}
+	return h.LivenessFailed(c, id)
 }
 
 // NewManager returns a manager over the given CRI clients.
@@ -156,6 +182,9 @@ type Actions struct {
 	Start []int
 	// Kill maps container IDs to kill to the reason.
 	Kill map[string]string
+	// KillGrace overrides the grace period of some kills (a probe's
+	// terminationGracePeriodSeconds).
+	KillGrace map[string]*int64
 }
 
 // restartAllowed says whether a container that exited with code may start again.
@@ -268,6 +297,18 @@ func (m *Manager) ComputePodActions(pod *corev1.Pod, st *PodStatus) Actions {
 			if cs.Hash != HashContainer(c) {
 				a.Kill[cs.ID] = fmt.Sprintf("Container %s definition changed", c.Name)
 				a.Start = append(a.Start, i)
+			} else if msg, grace, failed := m.livenessFailed(c, cs.ID); failed {
+				a.Kill[cs.ID] = msg
+				if grace != nil {
+					if a.KillGrace == nil {
+						a.KillGrace = map[string]*int64{}
+					}
+					a.KillGrace[cs.ID] = grace
+				}
+				// A killed container exits non-zero: OnFailure restarts it too.
+				if restartAllowed(pod, c, 137) {
+					a.Start = append(a.Start, i)
+				}
 			}
 		case cs.State == StateExited:
 			if restartAllowed(pod, c, cs.ExitCode) {
@@ -322,7 +363,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) S
 	}
 	for id, why := range a.Kill {
 		m.log.Info("killing container", "pod", podRef(pod), "container", id, "reason", why)
-		if err := m.killContainer(ctx, pod, id, nameOf(st, id), nil); err != nil {
+		if err := m.killContainer(ctx, pod, id, nameOf(st, id), a.KillGrace[id]); err != nil {
 			res.fail(err)
 		}
 	}

@@ -25,6 +25,15 @@ type Input struct {
 	Now time.Time
 	// Previous is the last status generated, to keep transition times.
 	Previous *corev1.PodStatus
+	// Probes says whether running containers are started and ready; nil
+	// counts every running container as both.
+	Probes Probes
+}
+
+// Probes are the prober's verdicts on running container instances.
+type Probes interface {
+	Started(c *corev1.Container, id string) bool
+	Ready(c *corev1.Container, id string) bool
 }
 
 // Generate builds the API status.
@@ -93,9 +102,12 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 			switch latest.State {
 			case podruntime.StateRunning:
 				cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(latest.StartedAt)}
-				started := true
+				started, ready := true, true
+				if in.Probes != nil {
+					started, ready = in.Probes.Started(c, latest.ID), in.Probes.Ready(c, latest.ID)
+				}
 				cs.Started = &started
-				cs.Ready = true
+				cs.Ready = ready
 			case podruntime.StateExited:
 				term := terminated(in, latest)
 				if hasReason || restarting(in.Pod, c, latest) && !in.Terminal {

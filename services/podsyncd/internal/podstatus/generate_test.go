@@ -82,3 +82,38 @@ func TestCrashLoopStatus(t *testing.T) {
 		t.Fatalf("podIP %q qos %q", st.PodIP, st.QOSClass)
 	}
 }
+
+type probes struct{ started, ready map[string]bool }
+
+func (p probes) Started(_ *corev1.Container, id string) bool { return p.started[id] }
+func (p probes) Ready(_ *corev1.Container, id string) bool   { return p.ready[id] }
+
+func TestProbesDriveReadiness(t *testing.T) {
+	rt := podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("a", podruntime.StateRunning, 0, 0), cs("b", podruntime.StateRunning, 0, 0)}}
+	for _, tc := range []struct {
+		name        string
+		pr          probes
+		wantReady   bool
+		wantStarted bool
+	}{
+		{"b not ready", probes{map[string]bool{"a1": true, "b1": true}, map[string]bool{"a1": true}}, false, true},
+		{"b not started", probes{map[string]bool{"a1": true}, map[string]bool{"a1": true}}, false, false},
+		{"both ready", probes{map[string]bool{"a1": true, "b1": true}, map[string]bool{"a1": true, "b1": true}}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := Generate(Input{Pod: pod(corev1.RestartPolicyAlways), Runtime: &rt, ContainerID: func(id string) string { return id }, Now: time.Unix(1000, 0), Probes: tc.pr})
+			if st.Phase != corev1.PodRunning {
+				t.Fatalf("phase %s, want Running", st.Phase)
+			}
+			b := st.ContainerStatuses[1]
+			if b.Ready != tc.wantReady || *b.Started != tc.wantStarted {
+				t.Fatalf("container b ready=%v started=%v, want %v %v", b.Ready, *b.Started, tc.wantReady, tc.wantStarted)
+			}
+			for _, c := range st.Conditions {
+				if c.Type == corev1.PodReady && (c.Status == corev1.ConditionTrue) != tc.wantReady {
+					t.Fatalf("Ready condition %s, want ready=%v", c.Status, tc.wantReady)
+				}
+			}
+		})
+	}
+}

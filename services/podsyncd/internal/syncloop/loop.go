@@ -23,6 +23,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 	"github.com/microlet/microlet/services/podsyncd/internal/podstatus"
 	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
+	"github.com/microlet/microlet/services/podsyncd/internal/prober"
 )
 
 // Options tune the loop; zero values take the kubelet's defaults.
@@ -46,6 +47,7 @@ type Loop struct {
 	nodes   nodestatusv1.NodeStatusServiceClient
 	store   *desired.Store
 	workers *podworkers.Workers
+	probes  *prober.Manager
 
 	mu       sync.Mutex
 	admitted map[types.UID]*corev1.Pod
@@ -73,10 +75,19 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt runtimeapi.RuntimeServiceC
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Loop{
+	l := &Loop{
 		opts: opts, log: log, rm: rm, rt: rt, podcfg: podcfg, status: status, nodes: nodes,
 		admitted: map[types.UID]*corev1.Pod{}, rejected: map[types.UID]bool{}, last: map[types.UID]*corev1.PodStatus{},
 	}
+	// A changed probe verdict resyncs the pod: a failed liveness probe
+	// restarts the container, readiness is reported through the status.
+	l.probes = prober.New(rt, log, func(uid types.UID) {
+		if l.workers != nil {
+			l.workers.Trigger(uid)
+		}
+	})
+	rm.SetHealth(l.probes)
+	return l
 }
 
 // Run runs until ctx ends.
@@ -84,6 +95,7 @@ func (l *Loop) Run(ctx context.Context) {
 	l.workers = podworkers.New(ctx, l, l.log, l.opts.ResyncPeriod)
 	l.store = desired.New(l.podcfg, l, l.log)
 	relister := pleg.New(l.rt, l.opts.RelistPeriod, l.log, l.workers.Trigger)
+	defer l.probes.Stop()
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); l.store.Run(ctx) }()
@@ -273,6 +285,7 @@ func (l *Loop) SyncPod(ctx context.Context, pod *corev1.Pod) (bool, time.Duratio
 	}
 	res := l.rm.SyncPod(ctx, pod, st)
 	if st2, err := l.rm.GetPodStatus(ctx, pod.UID); err == nil {
+		l.probes.Sync(pod, st2)
 		post := l.generate(ctx, pod, st2, false)
 		l.report(ctx, pod, &post)
 	}
@@ -281,6 +294,7 @@ func (l *Loop) SyncPod(ctx context.Context, pod *corev1.Pod) (bool, time.Duratio
 
 // SyncTerminatingPod stops the pod within its grace period.
 func (l *Loop) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace *int64) error {
+	l.probes.Remove(pod.UID)
 	st, err := l.rm.GetPodStatus(ctx, pod.UID)
 	if err != nil {
 		return err
@@ -323,6 +337,7 @@ func (l *Loop) generate(ctx context.Context, pod *corev1.Pod, st *podruntime.Pod
 	return podstatus.Generate(podstatus.Input{
 		Pod: pod, Runtime: st, Reasons: l.rm.Reasons(pod.UID), ContainerID: l.rm.ContainerID,
 		Terminal: terminal, HostIPs: l.hostIPs(ctx), Now: l.opts.Clock.Now(), Previous: l.lastStatus(pod.UID),
+		Probes: l.probes,
 	})
 }
 

@@ -1,0 +1,11 @@
+// Package prober runs a pod's liveness, readiness and startup probes, the
+// way the kubelet's prober manager does: one worker per probe per running
+// container instance, results held until a success or failure threshold is
+// crossed.
+//
+//	m := prober.New(rt, log, onChange)
+//	m.Sync(pod, runtimeStatus)     // after every pod sync: start/stop workers
+//	m.Ready(containerID)           // for the container's Ready and the pod's Ready condition
+//	m.LivenessFailed(containerID)  // podruntime kills and restarts the container
+//	m.Remove(pod.UID)              // when the pod is gone
+package prober

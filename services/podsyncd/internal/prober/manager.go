@@ -1,0 +1,302 @@
+package prober
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
+)
+
+// Kind is which of a container's probes a worker runs.
+type Kind string
+
+// The three probe kinds.
+const (
+	Liveness  Kind = "Liveness"
+	Readiness Kind = "Readiness"
+	Startup   Kind = "Startup"
+)
+
+// RunFunc runs one probe once; Run is the real one, tests inject others.
+type RunFunc func(ctx context.Context, p *corev1.Probe, t Target) (Result, string)
+
+// Manager owns the probe workers of every pod on the node.
+type Manager struct {
+	log      *slog.Logger
+	run      RunFunc
+	clock    clock.WithTicker
+	onChange func(types.UID)
+
+	mu      sync.Mutex
+	workers map[key]*worker
+	// results hold each worker's verdict by container ID and kind.
+	results map[string]map[Kind]verdict
+}
+
+type key struct {
+	uid         types.UID
+	containerID string
+	kind        Kind
+}
+
+type verdict struct {
+	result  Result
+	message string
+}
+
+// New returns a manager probing through the CRI client rt; onChange is
+// called (from a worker goroutine) when a verdict changes so that the pod is
+// synced and its status reported.
+func New(rt runtimeapi.RuntimeServiceClient, log *slog.Logger, onChange func(types.UID)) *Manager {
+	return NewWithRunner(func(ctx context.Context, p *corev1.Probe, t Target) (Result, string) {
+		return Run(ctx, rt, p, t)
+	}, clock.RealClock{}, log, onChange)
+}
+
+// NewWithRunner is New with the probe execution and clock injected.
+func NewWithRunner(run RunFunc, clk clock.WithTicker, log *slog.Logger, onChange func(types.UID)) *Manager {
+	if onChange == nil {
+		onChange = func(types.UID) {}
+	}
+	return &Manager{log: log, run: run, clock: clk, onChange: onChange, workers: map[key]*worker{}, results: map[string]map[Kind]verdict{}}
+}
+
+// Sync starts workers for the probes of every running container of the pod
+// and stops the workers of container instances that are no longer running.
+func (m *Manager) Sync(pod *corev1.Pod, st *podruntime.PodStatus) {
+	podIP := ""
+	if sb := st.ReadySandbox(); sb != nil {
+		podIP = sb.IP
+	}
+	want := map[key]*corev1.Probe{}
+	containers := map[string]*corev1.Container{}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		cs := st.Latest(c.Name)
+		if cs == nil || cs.State != podruntime.StateRunning {
+			continue
+		}
+		containers[cs.ID] = c
+		for kind, p := range map[Kind]*corev1.Probe{Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe, Startup: c.StartupProbe} {
+			if p != nil {
+				want[key{pod.UID, cs.ID, kind}] = p
+			}
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, w := range m.workers {
+		if k.uid != pod.UID {
+			continue
+		}
+		if _, ok := want[k]; !ok {
+			w.stop()
+			delete(m.workers, k)
+			delete(m.results, k.containerID)
+		}
+	}
+	for k, p := range want {
+		if w, ok := m.workers[k]; ok {
+			w.setPod(pod, podIP)
+			continue
+		}
+		w := &worker{m: m, key: k, probe: p, target: Target{Pod: pod, Container: containers[k.containerID], ContainerID: k.containerID, PodIP: podIP}, done: make(chan struct{})}
+		m.workers[k] = w
+		go w.loop()
+	}
+}
+
+// Remove stops every worker of a pod.
+func (m *Manager) Remove(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, w := range m.workers {
+		if k.uid == uid {
+			w.stop()
+			delete(m.workers, k)
+			delete(m.results, k.containerID)
+		}
+	}
+}
+
+// Stop stops every worker (on shutdown).
+func (m *Manager) Stop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, w := range m.workers {
+		w.stop()
+		delete(m.workers, k)
+	}
+}
+
+func (m *Manager) verdict(id string, kind Kind) (verdict, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.results[id][kind]
+	return v, ok
+}
+
+// Started says whether a running container counts as started: true unless it
+// has a startup probe that has not succeeded yet.
+func (m *Manager) Started(c *corev1.Container, id string) bool {
+	if c.StartupProbe == nil {
+		return true
+	}
+	v, _ := m.verdict(id, Startup)
+	return v.result == Success
+}
+
+// Ready says whether a running container is ready: started, and its
+// readiness probe (if any) has succeeded.
+func (m *Manager) Ready(c *corev1.Container, id string) bool {
+	if !m.Started(c, id) {
+		return false
+	}
+	if c.ReadinessProbe == nil {
+		return true
+	}
+	v, _ := m.verdict(id, Readiness)
+	return v.result == Success
+}
+
+// LivenessFailed says whether the container must be killed: its liveness or
+// startup probe crossed its failure threshold. The message is upstream's.
+func (m *Manager) LivenessFailed(c *corev1.Container, id string) (string, *int64, bool) {
+	if v, ok := m.verdict(id, Startup); ok && v.result == Failure {
+		return fmt.Sprintf("Container %s failed startup probe, will be restarted", c.Name), c.StartupProbe.TerminationGracePeriodSeconds, true
+	}
+	if v, ok := m.verdict(id, Liveness); ok && v.result == Failure {
+		return fmt.Sprintf("Container %s failed liveness probe, will be restarted", c.Name), c.LivenessProbe.TerminationGracePeriodSeconds, true
+	}
+	return "", nil, false
+}
+
+func (m *Manager) set(k key, v verdict) {
+	m.mu.Lock()
+	if _, live := m.workers[k]; !live {
+		m.mu.Unlock()
+		return
+	}
+	if m.results[k.containerID] == nil {
+		m.results[k.containerID] = map[Kind]verdict{}
+	}
+	old, had := m.results[k.containerID][k.kind]
+	m.results[k.containerID][k.kind] = v
+	m.mu.Unlock()
+	if !had || old.result != v.result {
+		m.onChange(k.uid)
+	}
+}
+
+// worker probes one container instance for one kind of probe.
+type worker struct {
+	m     *Manager
+	key   key
+	probe *corev1.Probe
+
+	mu     sync.Mutex
+	target Target
+
+	once sync.Once
+	done chan struct{}
+}
+
+func (w *worker) stop() { w.once.Do(func() { close(w.done) }) }
+
+func (w *worker) setPod(pod *corev1.Pod, podIP string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.target.Pod = pod
+	if podIP != "" {
+		w.target.PodIP = podIP
+	}
+}
+
+func (w *worker) snapshot() Target {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.target
+}
+
+func (w *worker) loop() {
+	p := w.probe
+	period := time.Duration(p.PeriodSeconds) * time.Second
+	if period <= 0 {
+		period = 10 * time.Second
+	}
+	success, failure := int(p.SuccessThreshold), int(p.FailureThreshold)
+	if success <= 0 {
+		success = 1
+	}
+	if failure <= 0 {
+		failure = 3
+	}
+	// Before any verdict: not ready, alive, not started (upstream's initial values).
+	switch w.key.kind {
+	case Readiness:
+		w.m.set(w.key, verdict{result: Failure})
+	case Liveness:
+		w.m.set(w.key, verdict{result: Success})
+	}
+	start := w.m.clock.Now()
+	initial := time.Duration(p.InitialDelaySeconds) * time.Second
+	last, run := Unknown, 0
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-w.done; cancel() }()
+	t := w.m.clock.NewTicker(period)
+	defer t.Stop()
+	for {
+		if w.probeOnce(ctx, start, initial, success, failure, &last, &run) {
+			return
+		}
+		select {
+		case <-w.done:
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// probeOnce runs one probe period; true ends the worker.
+func (w *worker) probeOnce(ctx context.Context, start time.Time, initial time.Duration, success, failure int, last *Result, run *int) bool {
+	tg := w.snapshot()
+	if w.key.kind != Startup && !w.m.Started(tg.Container, tg.ContainerID) {
+		return false // startup gates the other probes
+	}
+	if w.key.kind == Startup {
+		if v, ok := w.m.verdict(tg.ContainerID, Startup); ok && v.result == Success {
+			return true // a startup probe is done once it succeeded
+		}
+	}
+	if w.m.clock.Since(start) < initial {
+		return false
+	}
+	res, msg := w.m.run(ctx, w.probe, tg)
+	if ctx.Err() != nil {
+		return true
+	}
+	if res == *last {
+		*run++
+	} else {
+		*last, *run = res, 1
+	}
+	if res == Failure && w.m.log != nil {
+		w.m.log.Info("probe failed", "kind", string(w.key.kind), "pod", tg.Pod.Namespace+"/"+tg.Pod.Name, "container", tg.Container.Name, "output", msg)
+	}
+	if (res == Success && *run < success) || (res == Failure && *run < failure) {
+		return false
+	}
+	w.m.set(w.key, verdict{result: res, message: msg})
+	// A container that failed liveness or startup will be killed; stop here
+	// so it is not probed (and reported) again while it stops.
+	return res == Failure && w.key.kind != Readiness
+}

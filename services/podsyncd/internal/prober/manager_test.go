@@ -1,0 +1,136 @@
+package prober
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
+)
+
+// script feeds a worker results one probe at a time and lets the test step
+// the fake clock only once the worker is waiting again.
+type script struct {
+	mu      sync.Mutex
+	results map[Kind][]Result
+	calls   chan Kind
+}
+
+func (s *script) run(_ context.Context, p *corev1.Probe, t Target) (Result, string) {
+	kind := Readiness
+	switch p {
+	case t.Container.LivenessProbe:
+		kind = Liveness
+	case t.Container.StartupProbe:
+		kind = Startup
+	}
+	s.mu.Lock()
+	r := Failure
+	if q := s.results[kind]; len(q) > 0 {
+		r, s.results[kind] = q[0], q[1:]
+	}
+	s.mu.Unlock()
+	s.calls <- kind
+	return r, "scripted"
+}
+
+func podWith(c corev1.Container) (*corev1.Pod, *podruntime.PodStatus) {
+	pod := &corev1.Pod{}
+	pod.UID = types.UID("uid-1")
+	pod.Spec.Containers = []corev1.Container{c}
+	st := &podruntime.PodStatus{UID: pod.UID, Sandboxes: []podruntime.SandboxStatus{{ID: "sb", Ready: true, IP: "10.0.0.2"}},
+		Containers: []podruntime.ContainerStatus{{ID: "c1", Name: c.Name, State: podruntime.StateRunning}}}
+	return pod, st
+}
+
+func waitCall(t *testing.T, s *script) Kind {
+	t.Helper()
+	select {
+	case k := <-s.calls:
+		return k
+	case <-time.After(30 * time.Second):
+		t.Fatal("probe never ran")
+	}
+	return ""
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestReadinessThresholds(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := &script{results: map[Kind][]Result{Readiness: {Success, Success, Failure, Success}}, calls: make(chan Kind, 10)}
+	changes := make(chan types.UID, 100)
+	m := NewWithRunner(s.run, clk, nil, func(uid types.UID) { changes <- uid })
+	defer m.Stop()
+	c := corev1.Container{Name: "app", ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, SuccessThreshold: 2, FailureThreshold: 1}}
+	pod, st := podWith(c)
+	m.Sync(pod, st)
+	spec := &pod.Spec.Containers[0]
+	waitCall(t, s)
+	if m.Ready(spec, "c1") {
+		t.Fatal("ready after one success with successThreshold 2")
+	}
+	for _, want := range []bool{true, false, false} { // 2nd success, failure, 1st success again
+		eventually(t, "worker waiting on its ticker", func() bool { return clk.HasWaiters() })
+		clk.Step(time.Second)
+		waitCall(t, s)
+		eventually(t, "verdict", func() bool { return m.Ready(spec, "c1") == want })
+	}
+	if len(changes) == 0 {
+		t.Fatal("verdict changes never reported")
+	}
+}
+
+func TestLivenessFailureAndStartupGate(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := &script{results: map[Kind][]Result{Startup: {Success}, Liveness: {Failure, Failure}}, calls: make(chan Kind, 10)}
+	m := NewWithRunner(s.run, clk, nil, nil)
+	defer m.Stop()
+	grace := int64(3)
+	c := corev1.Container{Name: "app",
+		StartupProbe:  &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 3},
+		LivenessProbe: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 2, TerminationGracePeriodSeconds: &grace},
+	}
+	pod, st := podWith(c)
+	spec := &pod.Spec.Containers[0]
+	if m.Started(spec, "c1") {
+		t.Fatal("started before the startup probe ran")
+	}
+	m.Sync(pod, st)
+	// Only the startup probe runs until it succeeds.
+	if k := waitCall(t, s); k != Startup {
+		t.Fatalf("first probe was %s, want Startup (startup gates liveness)", k)
+	}
+	eventually(t, "started", func() bool { return m.Started(spec, "c1") })
+	for i := 0; i < 2; i++ {
+		eventually(t, "worker waiting on its ticker", func() bool { return clk.HasWaiters() })
+		clk.Step(time.Second)
+		for k := waitCall(t, s); k != Liveness; k = waitCall(t, s) {
+		}
+	}
+	eventually(t, "liveness failure", func() bool { _, _, failed := m.LivenessFailed(spec, "c1"); return failed })
+	msg, g, _ := m.LivenessFailed(spec, "c1")
+	if msg != "Container app failed liveness probe, will be restarted" || g == nil || *g != 3 {
+		t.Fatalf("LivenessFailed = %q, %v", msg, g)
+	}
+	// The restarted instance is a new container ID with a clean slate.
+	st.Containers[0] = podruntime.ContainerStatus{ID: "c2", Name: "app", State: podruntime.StateRunning}
+	m.Sync(pod, st)
+	if _, _, failed := m.LivenessFailed(spec, "c1"); failed {
+		t.Fatal("old instance's verdict kept")
+	}
+}

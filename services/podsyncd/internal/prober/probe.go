@@ -1,0 +1,220 @@
+package prober
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Result is the outcome of one probe run.
+type Result int
+
+// Results of a probe; Unknown is a worker's state before its first verdict.
+const (
+	Unknown Result = iota
+	Success
+	Failure
+)
+
+func (r Result) String() string {
+	switch r {
+	case Success:
+		return "success"
+	case Failure:
+		return "failure"
+	}
+	return "unknown"
+}
+
+// Target is what a probe runs against.
+type Target struct {
+	Pod         *corev1.Pod
+	Container   *corev1.Container
+	ContainerID string
+	// PodIP is the sandbox IP; probes without a host use it.
+	PodIP string
+}
+
+// Run runs one probe once and returns its result with a message for the
+// event when it failed. The timeout is the probe's timeoutSeconds.
+func Run(ctx context.Context, rt runtimeapi.RuntimeServiceClient, p *corev1.Probe, t Target) (Result, string) {
+	timeout := time.Duration(p.TimeoutSeconds) * time.Second
+	if timeout <= 0 {
+		timeout = time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var err error
+	switch {
+	case p.Exec != nil:
+		var resp *runtimeapi.ExecSyncResponse
+		resp, err = rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: t.ContainerID, Cmd: p.Exec.Command, Timeout: int64(timeout.Seconds())})
+		if err == nil && resp.ExitCode != 0 {
+			err = fmt.Errorf("command %q exited with %d: %s", p.Exec.Command, resp.ExitCode, string(resp.Stdout)+string(resp.Stderr))
+		}
+		if ctx.Err() != nil && err != nil {
+			err = fmt.Errorf("command %q timed out", p.Exec.Command)
+		}
+	case p.HTTPGet != nil:
+		err = httpGet(ctx, p.HTTPGet, t)
+	case p.TCPSocket != nil:
+		err = tcpSocket(ctx, p.TCPSocket, t)
+	case p.GRPC != nil:
+		err = grpcHealth(ctx, p.GRPC, t)
+	default:
+		return Failure, "probe has no action"
+	}
+	if err != nil {
+		return Failure, err.Error()
+	}
+	return Success, ""
+}
+
+func host(h string, t Target) string {
+	if h != "" {
+		return h
+	}
+	if t.PodIP != "" {
+		return t.PodIP
+	}
+	return "127.0.0.1"
+}
+
+// ResolvePort turns a port number or a container port name into a number.
+func ResolvePort(p intstr.IntOrString, c *corev1.Container) (int, error) {
+	if p.Type == intstr.Int {
+		if p.IntVal <= 0 || p.IntVal > 65535 {
+			return 0, fmt.Errorf("invalid port number %d", p.IntVal)
+		}
+		return int(p.IntVal), nil
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == p.StrVal {
+			return int(cp.ContainerPort), nil
+		}
+	}
+	if n, err := strconv.Atoi(p.StrVal); err == nil && n > 0 && n <= 65535 {
+		return n, nil
+	}
+	return 0, fmt.Errorf("port %q not found in container %s", p.StrVal, c.Name)
+}
+
+// transport skips certificate checks, as the kubelet's HTTPS probes do, and
+// keeps no idle connections so a probe never reuses a dead container's socket.
+var transport = &http.Transport{
+	TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // probes do not verify, like upstream
+	DisableKeepAlives: true,
+	Proxy:             nil,
+}
+
+var errRedirectElsewhere = errors.New("redirect to another host")
+
+func httpGet(ctx context.Context, g *corev1.HTTPGetAction, t Target) error {
+	port, err := ResolvePort(g.Port, t.Container)
+	if err != nil {
+		return err
+	}
+	scheme := "http"
+	if g.Scheme == corev1.URISchemeHTTPS {
+		scheme = "https"
+	}
+	h := host(g.Host, t)
+	u := &url.URL{Scheme: scheme, Host: net.JoinHostPort(h, strconv.Itoa(port))}
+	if ref, err := url.Parse(g.Path); err == nil {
+		u.Path, u.RawQuery = ref.Path, ref.RawQuery
+	} else {
+		u.Path = g.Path
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("User-Agent", "kube-probe/1.36")
+	req.Header.Set("Accept", "*/*")
+	for _, hd := range g.HTTPHeaders {
+		if http.CanonicalHeaderKey(hd.Name) == "Host" {
+			req.Host = hd.Value
+			continue
+		}
+		req.Header.Set(hd.Name, hd.Value)
+	}
+	client := &http.Client{Transport: transport, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+		// Like upstream: follow redirects on the same host; another host
+		// counts as success without following.
+		if r.URL.Hostname() != h {
+			return errRedirectElsewhere
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}}
+	resp, err := client.Do(req)
+	if errors.Is(err, errRedirectElsewhere) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("Get %q: %w", u.String(), err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 10<<10))
+	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusBadRequest {
+		return fmt.Errorf("HTTP probe failed with statuscode: %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func tcpSocket(ctx context.Context, s *corev1.TCPSocketAction, t Target) error {
+	port, err := ResolvePort(s.Port, t.Container)
+	if err != nil {
+		return err
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host(s.Host, t), strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+func grpcHealth(ctx context.Context, g *corev1.GRPCAction, t Target) error {
+	addr := net.JoinHostPort(host("", t), strconv.Itoa(int(g.Port)))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUserAgent("kube-probe/1.36"))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	service := ""
+	if g.Service != nil {
+		service = *g.Service
+	}
+	resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		return fmt.Errorf("failed to connect service %q within %v: %w", addr, deadlineOf(ctx), err)
+	}
+	if resp.Status != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("service unhealthy (responded with %q)", resp.Status)
+	}
+	return nil
+}
+
+func deadlineOf(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return time.Until(d).Round(time.Second)
+	}
+	return 0
+}
