@@ -111,9 +111,10 @@ func (s *Storage) Merge(source string, pods []*corev1.Pod) ([]Update, []Refusal)
 	var adds, updates, deletes, removes, reconciles []*corev1.Pod
 	var refused []Refusal
 
-	names := make(map[string]bool, len(pods))
+	type fullName struct{ namespace, name string }
+	names := make(map[fullName]bool, len(pods))
 	for _, ref := range pods {
-		full := ref.Namespace + "/" + ref.Name
+		full := fullName{ref.Namespace, ref.Name}
 		if names[full] {
 			refused = append(refused, Refusal{Source: source, Pod: ref.DeepCopy(),
 				Reason: fmt.Sprintf("duplicate pod name %q in namespace %q from source %s", ref.Name, ref.Namespace, source)})
