@@ -60,6 +60,8 @@ type result struct {
 	cpuSeconds       float64
 	rssBytes         int64
 	registerAndReady time.Duration
+	// ready is how many nodes were Ready when measuring began.
+	ready int
 }
 
 func run(nodesFlag string, duration, settle time.Duration) error {
@@ -111,8 +113,13 @@ func run(nodesFlag string, duration, settle time.Duration) error {
 			return fmt.Errorf("%d nodes: %w", n, err)
 		}
 		results = append(results, r)
+		// Print as we go: a later, bigger count may not finish on a busy machine.
+		printTable(results[len(results)-1:])
 	}
-	printTable(results)
+	if len(results) > 1 {
+		fmt.Println("all:")
+		printTable(results)
+	}
 	return nil
 }
 
@@ -148,7 +155,7 @@ func measure(ctx context.Context, admin kubernetes.Interface, kubeconfig, bin, c
 	}()
 	fmt.Fprintf(os.Stderr, "%d nodes: waiting for registration and Ready...\n", n)
 	sel := "simulate.microlet.io/prefix=" + prefix
-	deadline := time.Now().Add(10*time.Minute + time.Duration(n)*100*time.Millisecond)
+	deadline := time.Now().Add(5*time.Minute + time.Duration(n)*100*time.Millisecond)
 	for {
 		list, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: "0"})
 		ready := 0
@@ -161,11 +168,14 @@ func measure(ctx context.Context, admin kubernetes.Interface, kubeconfig, bin, c
 				}
 			}
 		}
+		r.ready = ready
 		if ready == n {
 			break
 		}
 		if time.Now().After(deadline) {
-			return r, fmt.Errorf("only %d of %d nodes Ready; see %s", ready, n, logf.Name())
+			// Measure anyway: an overloaded apiserver is a result too.
+			fmt.Fprintf(os.Stderr, "%d nodes: only %d Ready after %s; measuring anyway (log: %s)\n", n, ready, time.Since(start).Round(time.Second), logf.Name())
+			break
 		}
 		time.Sleep(2 * time.Second)
 	}
@@ -277,7 +287,7 @@ func rss(pid int) (int64, error) {
 
 func printTable(results []result) {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "nodes\twindow s\tready s\twrites/s\ttarget/s\tratio\tCPU-s\tCPU-ms/node/s\tRSS MiB\tRSS KiB/node\t")
+	fmt.Fprintln(w, "nodes\tReady\twindow s\tready s\twrites/s\ttarget/s\tratio\tCPU-s\tCPU-ms/node/s\tRSS MiB\tRSS KiB/node\t")
 	for _, r := range results {
 		total := 0.0
 		for _, v := range r.writes {
@@ -285,7 +295,7 @@ func printTable(results []result) {
 		}
 		secs := r.window.Seconds()
 		target := float64(r.nodes)/10 + float64(r.nodes)/300
-		fmt.Fprintf(w, "%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.3f\t%.2f\t%.3f\t%.1f\t%.1f\t\n", r.nodes, secs, r.registerAndReady.Seconds(),
+		fmt.Fprintf(w, "%d\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.3f\t%.2f\t%.3f\t%.1f\t%.1f\t\n", r.nodes, r.ready, secs, r.registerAndReady.Seconds(),
 			total/secs, target, total/secs/target, r.cpuSeconds, 1000*r.cpuSeconds/secs/float64(r.nodes),
 			float64(r.rssBytes)/(1<<20), float64(r.rssBytes)/1024/float64(r.nodes))
 	}

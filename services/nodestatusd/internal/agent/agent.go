@@ -121,7 +121,8 @@ func NewShared(ctx context.Context, cfg SharedConfig) (*Shared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat client: %w", err)
 	}
-	sh.client, sh.heartbeat, sh.closeIdle = client, heartbeat, dialer.CloseAll
+	sh.client, sh.heartbeat = client, heartbeat
+	sh.closeIdle = throttle(cfg.Clock, hc.Timeout, dialer.CloseAll)
 
 	var opt informers.SharedInformerOption
 	if cfg.NodeSelector != nil {
@@ -141,6 +142,25 @@ func NewShared(ctx context.Context, cfg SharedConfig) (*Shared, error) {
 
 // Name is the node's name.
 func (a *Agent) Name() string { return a.name }
+
+// throttle runs f at most once per interval. The heartbeat connections are
+// shared by every simulated node; without this one node's repeated failure
+// would cut the requests of all others, whose failures would cut them again.
+func throttle(clk clock.PassiveClock, interval time.Duration, f func()) func() {
+	var mu sync.Mutex
+	var last time.Time
+	return func() {
+		mu.Lock()
+		now := clk.Now()
+		if !last.IsZero() && now.Sub(last) < interval {
+			mu.Unlock()
+			return
+		}
+		last = now
+		mu.Unlock()
+		f()
+	}
+}
 
 // Standalone reports whether there is no API server.
 func (s *Shared) Standalone() bool { return s.client == nil }
@@ -178,7 +198,7 @@ func New(name string, sh *Shared, reg registration.Options) *Agent {
 	opts := []statusupdate.Option{
 		statusupdate.WithClock(sh.cfg.Clock),
 		statusupdate.WithReportFrequency(sh.cfg.Timing.StatusReportFrequency),
-		statusupdate.WithLogger(a.log),
+		statusupdate.WithLogger(sh.cfg.Log),
 		statusupdate.WithRepeatedFailure(sh.closeIdle),
 		statusupdate.WithOnPatched(a.pub.Set),
 		statusupdate.WithLabels(a.requiredLabels()),

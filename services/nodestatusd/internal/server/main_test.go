@@ -32,7 +32,7 @@ func TestMain(m *testing.M) { os.Exit(controlplane.Main(m)) }
 // own; generous for a loaded 2-core machine.
 const patience = 60 * time.Second
 
-// fakeCRI is a CRI runtime on a real unix socket whose readiness a test flips.
+// fakeCRI is a CRI runtime on a real unix socket.
 type fakeCRI struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	runtimeapi.UnimplementedImageServiceServer
@@ -40,7 +40,6 @@ type fakeCRI struct {
 	ready bool
 }
 
-func (f *fakeCRI) setReady(r bool) { f.mu.Lock(); f.ready = r; f.mu.Unlock() }
 
 func (f *fakeCRI) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
 	return &runtimeapi.VersionResponse{RuntimeName: "fakecri", RuntimeVersion: "0.1"}, nil

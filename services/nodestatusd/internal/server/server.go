@@ -298,6 +298,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		}
 	}
 	s.api.setAgents(agents)
+	registerMetrics(env.Registry, agents)
 	env.Ready()
 	return simulate.RunAll(ctx, agents)
 }
