@@ -255,6 +255,18 @@ func waitServing(t *testing.T, path string) {
 	}
 }
 
+// podconfigArgs runs podconfig with a (empty) static-pod dir: with no pod
+// source at all it has nothing to run and exits at once.
+func podconfigArgs(t *testing.T, dir string) []string {
+	t.Helper()
+	manifests := filepath.Join(dir, "manifests")
+	if err := os.MkdirAll(manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--run-dir", dir, "--data-dir", filepath.Join(dir, "data"), "--node-name", "sd-test",
+		"--shutdown-timeout", "5s", "--manifest-dir", manifests}
+}
+
 func inode(t *testing.T, path string) uint64 {
 	t.Helper()
 	fi, err := os.Stat(path)
@@ -285,7 +297,7 @@ func TestSocketActivationSurvivesRestart(t *testing.T) {
 	}
 	defer f.Close()
 	ino := inode(t, path)
-	args := []string{"--run-dir", dir, "--data-dir", filepath.Join(dir, "data"), "--node-name", "sd-test", "--shutdown-timeout", "5s"}
+	args := podconfigArgs(t, dir)
 
 	first := start(t, bin, f, nil, args...)
 	waitServing(t, path)
@@ -395,7 +407,7 @@ func TestNotify(t *testing.T) {
 	path := filepath.Join(dir, "podconfig.sock")
 	// WATCHDOG_USEC=2s: a ping every second.
 	c := start(t, bin, nil, []string{"NOTIFY_SOCKET=" + n.path, "WATCHDOG_USEC=2000000"},
-		"--run-dir", dir, "--data-dir", filepath.Join(dir, "data"), "--node-name", "sd-test", "--shutdown-timeout", "5s")
+		podconfigArgs(t, dir)...)
 
 	ready := n.next(t, false)
 	if !strings.HasPrefix(ready, "READY=1") {
