@@ -318,7 +318,7 @@ func (s *Syncer) syncPod(ctx context.Context, uid string) error {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			if !apierrors.IsConflict(err) || attempt >= 2 {
+			if !(apierrors.IsConflict(err) || uidMismatch(err)) || attempt >= 2 {
 				return err
 			}
 			live, gerr := s.liveGet(ctx, e.Namespace, e.Name)
@@ -353,6 +353,26 @@ func (s *Syncer) syncPod(ctx context.Context, uid string) error {
 		return s.cache.Remove(uid)
 	}
 	return nil
+}
+
+// uidMismatch reports the API server's refusal of a patch whose metadata.uid
+// precondition names another pod. kube-apiserver 1.36 answers it with 422
+// Invalid ("metadata.uid: field is immutable"), not 409, so both mean "the
+// pod under this name is not the one we have a status for".
+func uidMismatch(err error) bool {
+	if !apierrors.IsInvalid(err) {
+		return false
+	}
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || st.Status().Details == nil {
+		return false
+	}
+	for _, c := range st.Status().Details.Causes {
+		if c.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
 }
 
 // patch writes e's status over base; it returns the API's answer, or nil when
