@@ -189,11 +189,13 @@ func busyboxLayer() (v1.Layer, error) {
 			dir(d, mode)
 		}
 		file("bin/busybox", 0o755, data)
+		// Applets are hard links, not symlinks: masking one path (critest
+		// masks /bin/ls) must not mask busybox itself.
 		for _, a := range strings.Fields(string(out)) {
 			if a == "busybox" {
 				continue
 			}
-			_ = tw.WriteHeader(&tar.Header{Name: "bin/" + a, Linkname: "/bin/busybox", Typeflag: tar.TypeSymlink, Mode: 0o777, ModTime: mtime})
+			_ = tw.WriteHeader(&tar.Header{Name: "bin/" + a, Linkname: "bin/busybox", Typeflag: tar.TypeLink, Mode: 0o755, ModTime: mtime})
 		}
 		file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n"+
 			"www-data:x:33:33:www-data:/var/www:/bin/sh\n"+

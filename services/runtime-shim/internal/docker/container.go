@@ -163,6 +163,9 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 			}
 		}
 	}
+	if c.GetLinux().GetSecurityContext() == nil {
+		hc.SecurityOpt = append(hc.SecurityOpt, seccompOpt(nil, "")...)
+	}
 	if hc.CgroupParent == "" {
 		hc.CgroupParent = req.GetSandboxConfig().GetLinux().GetCgroupParent()
 	}
@@ -272,16 +275,25 @@ func oomScoreAdj(v int) int {
 	return v
 }
 
+// seccompOpt maps the CRI's seccomp profile onto Docker's option. No profile
+// at all means unconfined in the CRI (the kubelet asks for RuntimeDefault
+// explicitly), while Docker would apply its default profile.
 func seccompOpt(p *runtimeapi.SecurityProfile, legacy string) []string {
 	switch {
+	case p == nil && (legacy == "" || legacy == "unconfined"):
+		return []string{"seccomp=unconfined"}
 	case p != nil && p.ProfileType == runtimeapi.SecurityProfile_Unconfined:
 		return []string{"seccomp=unconfined"}
 	case p != nil && p.ProfileType == runtimeapi.SecurityProfile_Localhost:
 		if b, err := os.ReadFile(p.LocalhostRef); err == nil {
 			return []string{"seccomp=" + string(b)}
 		}
-	case p == nil && legacy == "unconfined":
-		return []string{"seccomp=unconfined"}
+	case p == nil && legacy == "runtime/default", p == nil && legacy == "docker/default":
+		return nil
+	case p == nil && strings.HasPrefix(legacy, "localhost/"):
+		if b, err := os.ReadFile(strings.TrimPrefix(legacy, "localhost/")); err == nil {
+			return []string{"seccomp=" + string(b)}
+		}
 	}
 	return nil
 }
@@ -292,7 +304,14 @@ func applySecurity(cfg *container.Config, hc *container.HostConfig, sc *runtimea
 	} else {
 		if sc.Capabilities != nil {
 			for _, c := range sc.Capabilities.AddCapabilities {
-				hc.CapAdd = append(hc.CapAdd, strings.TrimPrefix(strings.ToUpper(c), "CAP_"))
+				c = strings.TrimPrefix(strings.ToUpper(c), "CAP_")
+				if c == "ALL" {
+					// Docker's ALL includes capabilities the host may
+					// not grant; ask for the host's bounding set instead.
+					hc.CapAdd = append(hc.CapAdd, boundingCaps()...)
+					continue
+				}
+				hc.CapAdd = append(hc.CapAdd, c)
 			}
 			for _, c := range sc.Capabilities.DropCapabilities {
 				hc.CapDrop = append(hc.CapDrop, strings.TrimPrefix(strings.ToUpper(c), "CAP_"))

@@ -158,6 +158,11 @@ func (b *Backend) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 	// Removing by ID with force drops every tag, the CRI's meaning of
 	// removing an image.
 	if _, err := b.cli.ImageRemove(ctx, ins.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		// A concurrent RemoveImage may have won the race; Docker then
+		// answers "unrecognized image ID" rather than not-found.
+		if _, ierr := b.cli.ImageInspect(ctx, ins.ID); cerrdefs.IsNotFound(ierr) {
+			return &runtimeapi.RemoveImageResponse{}, nil
+		}
 		return nil, toStatus(err, "remove image %s", ref)
 	}
 	return &runtimeapi.RemoveImageResponse{}, nil

@@ -1,0 +1,38 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
+)
+
+// TestSandboxAfterDockerLostIt removes a sandbox's pause container behind the
+// shim's back: the checkpoint keeps the sandbox visible as NOTREADY, and stop
+// and remove still clean it up.
+func TestSandboxAfterDockerLostIt(t *testing.T) {
+	env := shimtest.Get(t)
+	sh := env.StartShim(t)
+	ctx := ctxT(t, 3*time.Minute)
+	pc := podConfig("lost", t.TempDir())
+	sb := get(sh.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: pc})).must(t)
+	if _, err := env.Docker.ContainerRemove(ctx, sb.PodSandboxId, client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	st := get(sh.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.PodSandboxId})).must(t)
+	if st.Status.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || st.Status.Metadata.GetName() != "lost" || st.Status.Labels["app"] != "lost" {
+		t.Fatalf("status after Docker lost the sandbox: %+v", st.Status)
+	}
+	list := get(sh.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{Id: sb.PodSandboxId}})).must(t)
+	if len(list.Items) != 1 || list.Items[0].State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+		t.Fatalf("ListPodSandbox = %v", list.Items)
+	}
+	get(sh.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.PodSandboxId})).must(t)
+	get(sh.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.PodSandboxId})).must(t)
+	_, err := sh.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.PodSandboxId})
+	wantCode(t, err, codes.NotFound, "status after remove")
+}
