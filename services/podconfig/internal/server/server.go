@@ -150,8 +150,14 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		run(sources.APISource, func(ctx context.Context) error { return a.Run(ctx, apply) })
 		env.Log.Info("watching API server pods", "node", c.NodeName)
 	}
+	if c.ManifestDir == "" && c.ManifestURL == "" && s.client == nil {
+		env.Log.Warn("no pod source configured (manifest_dir, manifest_url or kubeconfig); serving an empty pod set")
+	}
 	// Serving does not wait for the sources: SourcesReady says when they are.
 	env.Ready()
+	// Stay up until told to stop, even with no source or after one gave up:
+	// an exit here would make the supervisor restart us in a loop.
+	<-ctx.Done()
 	wg.Wait()
 	return nil
 }
