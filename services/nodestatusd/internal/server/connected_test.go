@@ -314,3 +314,39 @@ func TestAPIServerOutage(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 }
+
+// TestFastStartupLoopReportsReady sets the periodic sync to an hour, so
+// only the startup loop can report the runtime turning ready.
+func TestFastStartupLoopReportsReady(t *testing.T) {
+	cp := controlplane.Get(t)
+	ctx := context.Background()
+	const name = "nsd-fast-1"
+	admin := adminClient(t, cp)
+	r := startRig(t, rigOpts{kubeconfig: cp.NodeKubeconfig(name), node: name, noCloud: true, criNotReady: true, mutate: func(c *Config) {
+		c.NodeStatusUpdateFrequency = time.Hour
+		c.NodeStatusReportFrequency = time.Hour
+	}})
+	eventually(t, "node registered, not Ready", func() error {
+		n, err := getNode(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		// No Ready condition yet (first sync still failing on a loaded
+		// machine) is as good as False: only the startup loop can set True.
+		if c := condition(n, corev1.NodeReady); c != nil && c.Status == corev1.ConditionTrue {
+			return fmt.Errorf("Ready = %+v before the runtime is", c)
+		}
+		return nil
+	})
+	r.cri.setReady(true)
+	eventually(t, "Ready reported by the startup loop", func() error {
+		n, err := getNode(ctx, admin, name)
+		if err != nil {
+			return err
+		}
+		if c := condition(n, corev1.NodeReady); c == nil || c.Status != corev1.ConditionTrue {
+			return fmt.Errorf("Ready = %+v", c)
+		}
+		return nil
+	})
+}

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) { os.Exit(controlplane.Main(m)) }
 // own; generous for a loaded 2-core machine.
 const patience = 60 * time.Second
 
-// fakeCRI is a CRI runtime on a real unix socket.
+// fakeCRI is a CRI runtime on a real unix socket whose readiness a test flips.
 type fakeCRI struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	runtimeapi.UnimplementedImageServiceServer
@@ -40,6 +40,7 @@ type fakeCRI struct {
 	ready bool
 }
 
+func (f *fakeCRI) setReady(r bool) { f.mu.Lock(); f.ready = r; f.mu.Unlock() }
 
 func (f *fakeCRI) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
 	return &runtimeapi.VersionResponse{RuntimeName: "fakecri", RuntimeVersion: "0.1"}, nil
@@ -101,7 +102,9 @@ type rigOpts struct {
 	node       string
 	noCRI      bool
 	noCloud    bool
-	mutate     func(*Config)
+	// criNotReady starts the fake runtime with RuntimeReady=false.
+	criNotReady bool
+	mutate      func(*Config)
 }
 
 func startRig(t *testing.T, o rigOpts) *rig {
@@ -111,7 +114,7 @@ func startRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	r := &rig{t: t, dir: dir, cri: &fakeCRI{ready: true}, cloud: &fakeCloud{}}
+	r := &rig{t: t, dir: dir, cri: &fakeCRI{ready: !o.criNotReady}, cloud: &fakeCloud{}}
 	if !o.noCRI {
 		serveUnix(t, filepath.Join(dir, "runtime.sock"), func(s *grpc.Server) {
 			runtimeapi.RegisterRuntimeServiceServer(s, r.cri)

@@ -255,7 +255,9 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	if err != nil {
 		return fmt.Errorf("host facts: %w", err)
 	}
-	maxAge := s.cfg.NodeStatusUpdateFrequency / 2
+	// Readings are shared by every sync (and every simulated node) but kept
+	// short, so the startup loop sees the runtime turn ready within a second.
+	maxAge := min(s.cfg.NodeStatusUpdateFrequency/2, time.Second)
 	s.runtime = sources.NewRuntime(env.Common.Endpoint(components.RuntimeShim), env.Common.ImageServiceEndpoint(), maxAge)
 	defer s.runtime.Close()
 	s.cloud = sources.NewCloud(env.Common.Endpoint(components.CloudSyncd), maxAge)
