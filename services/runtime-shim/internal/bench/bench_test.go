@@ -113,7 +113,7 @@ func dockerOps(ctx context.Context, env *shimtest.Env, image string, n int, s se
 	if err := timed(s, "CreateContainer", func() (err error) {
 		ns := "container:" + pause.ID
 		c, err = dc.ContainerCreate(ctx, client.ContainerCreateOptions{Name: fmt.Sprintf("bench-direct-c-%s-%d", env.Instance, n),
-			Config: &container.Config{Image: image, Cmd: []string{"sleep", "3600"}, Labels: labels},
+			Config:     &container.Config{Image: image, Cmd: []string{"sleep", "3600"}, Labels: labels},
 			HostConfig: &container.HostConfig{NetworkMode: container.NetworkMode(ns), IpcMode: container.IpcMode(ns), PidMode: container.PidMode(ns)}})
 		return err
 	}); err != nil {

@@ -81,16 +81,15 @@ func (l *File) WriteLine(ts time.Time, stream string, content []byte, partial bo
 		} else if partial {
 			tag = TagPartial
 		}
-		l.w.WriteString(ts.UTC().Format(time.RFC3339Nano))
-		l.w.WriteByte(' ')
-		l.w.WriteString(stream)
-		l.w.WriteByte(' ')
-		l.w.WriteString(tag)
-		l.w.WriteByte(' ')
-		l.w.Write(chunk)
-		if err := l.w.WriteByte('\n'); err != nil {
-			return err
-		}
+		// bufio.Writer keeps the first error; Flush below reports it.
+		_, _ = l.w.WriteString(ts.UTC().Format(time.RFC3339Nano))
+		_ = l.w.WriteByte(' ')
+		_, _ = l.w.WriteString(stream)
+		_ = l.w.WriteByte(' ')
+		_, _ = l.w.WriteString(tag)
+		_ = l.w.WriteByte(' ')
+		_, _ = l.w.Write(chunk)
+		_ = l.w.WriteByte('\n')
 		if rest == nil {
 			break
 		}

@@ -101,14 +101,14 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		env = append(env, e.Key+"="+string(e.Value))
 	}
 	cfg := &container.Config{
-		Image:      c.Image.Image,
-		Env:        env,
-		WorkingDir: c.WorkingDir,
-		Labels:     labels,
-		Tty:        c.Tty,
-		OpenStdin:  c.Stdin,
-		StdinOnce:  c.StdinOnce,
-		AttachStdin: c.Stdin,
+		Image:        c.Image.Image,
+		Env:          env,
+		WorkingDir:   c.WorkingDir,
+		Labels:       labels,
+		Tty:          c.Tty,
+		OpenStdin:    c.Stdin,
+		StdinOnce:    c.StdinOnce,
+		AttachStdin:  c.Stdin,
 		AttachStdout: true,
 		AttachStderr: true,
 	}
@@ -164,7 +164,7 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		}
 	}
 	if c.GetLinux().GetSecurityContext() == nil {
-		hc.SecurityOpt = append(hc.SecurityOpt, seccompOpt(nil, "")...)
+		hc.SecurityOpt = append(hc.SecurityOpt, seccompOpt(nil)...)
 	}
 	if hc.CgroupParent == "" {
 		hc.CgroupParent = req.GetSandboxConfig().GetLinux().GetCgroupParent()
@@ -278,20 +278,12 @@ func oomScoreAdj(v int) int {
 // seccompOpt maps the CRI's seccomp profile onto Docker's option. No profile
 // at all means unconfined in the CRI (the kubelet asks for RuntimeDefault
 // explicitly), while Docker would apply its default profile.
-func seccompOpt(p *runtimeapi.SecurityProfile, legacy string) []string {
+func seccompOpt(p *runtimeapi.SecurityProfile) []string {
 	switch {
-	case p == nil && (legacy == "" || legacy == "unconfined"):
+	case p == nil || p.ProfileType == runtimeapi.SecurityProfile_Unconfined:
 		return []string{"seccomp=unconfined"}
-	case p != nil && p.ProfileType == runtimeapi.SecurityProfile_Unconfined:
-		return []string{"seccomp=unconfined"}
-	case p != nil && p.ProfileType == runtimeapi.SecurityProfile_Localhost:
+	case p.ProfileType == runtimeapi.SecurityProfile_Localhost:
 		if b, err := os.ReadFile(p.LocalhostRef); err == nil {
-			return []string{"seccomp=" + string(b)}
-		}
-	case p == nil && legacy == "runtime/default", p == nil && legacy == "docker/default":
-		return nil
-	case p == nil && strings.HasPrefix(legacy, "localhost/"):
-		if b, err := os.ReadFile(strings.TrimPrefix(legacy, "localhost/")); err == nil {
 			return []string{"seccomp=" + string(b)}
 		}
 	}
@@ -320,7 +312,7 @@ func applySecurity(cfg *container.Config, hc *container.HostConfig, sc *runtimea
 				return invalid("config.linux.security_context.capabilities.add_ambient_capabilities", "not supported by Docker")
 			}
 		}
-		hc.SecurityOpt = append(hc.SecurityOpt, seccompOpt(sc.Seccomp, sc.SeccompProfilePath)...)
+		hc.SecurityOpt = append(hc.SecurityOpt, seccompOpt(sc.Seccomp)...)
 		if sc.MaskedPaths != nil {
 			hc.MaskedPaths = sc.MaskedPaths
 		}
@@ -549,8 +541,8 @@ func (b *Backend) containerStatus(ct container.InspectResponse) *runtimeapi.Cont
 		Id: ct.ID, Metadata: containerMeta(l),
 		Image:    &runtimeapi.ImageSpec{Image: l[LabelImage], UserSpecifiedImage: l[LabelImage]},
 		ImageRef: ct.Image, ImageId: ct.Image,
-		Labels:   decodeMap(l[LabelCRILabels]), Annotations: decodeMap(l[LabelAnnotations]),
-		LogPath:  l[LabelLogPath],
+		Labels: decodeMap(l[LabelCRILabels]), Annotations: decodeMap(l[LabelAnnotations]),
+		LogPath: l[LabelLogPath],
 	}
 	st.CreatedAt, _ = strconv.ParseInt(l[labelCreated], 10, 64)
 	if s := ct.State; s != nil {

@@ -92,7 +92,7 @@ func New(opts Options) (*Backend, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("docker backend: data dir is required")
 	}
-	copts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	copts := []client.Opt{client.FromEnv}
 	if opts.Host != "" {
 		copts = append(copts, client.WithHost(opts.Host))
 	}

@@ -186,4 +186,3 @@ func (b *Backend) ImageFsInfo(ctx context.Context, _ *runtimeapi.ImageFsInfoRequ
 	}
 	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{usage}, ContainerFilesystems: []*runtimeapi.FilesystemUsage{usage}}, nil
 }
-

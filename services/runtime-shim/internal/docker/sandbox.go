@@ -189,7 +189,7 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			if sc.Privileged {
 				applyPrivileged(hc)
 			}
-			hc.SecurityOpt = append(hc.SecurityOpt, seccompOpt(sc.Seccomp, sc.SeccompProfilePath)...)
+			hc.SecurityOpt = append(hc.SecurityOpt, seccompOpt(sc.Seccomp)...)
 			if sc.RunAsUser != nil {
 				cfg.User = strconv.FormatInt(sc.RunAsUser.Value, 10)
 			}
@@ -410,7 +410,7 @@ func (b *Backend) listSandboxes(ctx context.Context, f *runtimeapi.PodSandboxFil
 		seen[c.ID] = true
 		l := c.Labels
 		p := &runtimeapi.PodSandbox{
-			Id: c.ID,
+			Id:       c.ID,
 			Metadata: &runtimeapi.PodSandboxMetadata{Name: l[LabelName], Namespace: l[LabelNamespace], Uid: l[LabelUID], Attempt: parseAttempt(l[LabelAttempt])},
 			State:    runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
 			Labels:   decodeMap(l[LabelCRILabels]), Annotations: decodeMap(l[LabelAnnotations]),

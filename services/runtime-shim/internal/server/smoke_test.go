@@ -201,9 +201,18 @@ func TestErrorCodes(t *testing.T) {
 		Metadata: &runtimeapi.ContainerMetadata{Name: "x"}, Image: &runtimeapi.ImageSpec{Image: "x"}}})
 	wantCode(t, err, codes.NotFound, "CreateContainer in unknown sandbox")
 	for what, call := range map[string]func() error{
-		"ContainerStatus":  func() error { _, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: "deadbeef0000"}); return err },
-		"StartContainer":   func() error { _, err := rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: "deadbeef0000"}); return err },
-		"PodSandboxStatus": func() error { _, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: "deadbeef0000"}); return err },
+		"ContainerStatus": func() error {
+			_, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: "deadbeef0000"})
+			return err
+		},
+		"StartContainer": func() error {
+			_, err := rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: "deadbeef0000"})
+			return err
+		},
+		"PodSandboxStatus": func() error {
+			_, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: "deadbeef0000"})
+			return err
+		},
 		"ExecSync": func() error {
 			_, err := rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: "deadbeef0000", Cmd: []string{"true"}})
 			return err
@@ -212,10 +221,22 @@ func TestErrorCodes(t *testing.T) {
 		wantCode(t, call(), codes.NotFound, what)
 	}
 	for what, call := range map[string]func() error{
-		"StopContainer":    func() error { _, err := rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: "deadbeef0000"}); return err },
-		"RemoveContainer":  func() error { _, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: "deadbeef0000"}); return err },
-		"StopPodSandbox":   func() error { _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: "deadbeef0000"}); return err },
-		"RemovePodSandbox": func() error { _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: "deadbeef0000"}); return err },
+		"StopContainer": func() error {
+			_, err := rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: "deadbeef0000"})
+			return err
+		},
+		"RemoveContainer": func() error {
+			_, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: "deadbeef0000"})
+			return err
+		},
+		"StopPodSandbox": func() error {
+			_, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: "deadbeef0000"})
+			return err
+		},
+		"RemovePodSandbox": func() error {
+			_, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: "deadbeef0000"})
+			return err
+		},
 	} {
 		if err := call(); err != nil {
 			t.Errorf("%s of a missing object: %v, want success (idempotent)", what, err)

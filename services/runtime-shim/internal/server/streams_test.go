@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	utilexec "k8s.io/client-go/util/exec"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/microlet/microlet/internal/testenv/registry"
 	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
@@ -109,7 +109,9 @@ func testStreams(t *testing.T, env *shimtest.Env, sh *shimtest.Shim) {
 		}()
 		err := out.waitFor("tick")
 		cancel()
-		<-done
+		if serr := <-done; serr != nil {
+			t.Logf("attach stream ended: %v", serr)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +148,12 @@ func testStreams(t *testing.T, env *shimtest.Env, sh *shimtest.Shim) {
 		}
 		errCh := make(chan error, 1)
 		go func() { errCh <- pf.ForwardPorts() }()
-		defer func() { close(stop); <-errCh }()
+		defer func() {
+			close(stop)
+			if err := <-errCh; err != nil {
+				t.Logf("port forward ended: %v", err)
+			}
+		}()
 		select {
 		case <-ready:
 		case err := <-errCh:

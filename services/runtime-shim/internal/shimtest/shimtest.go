@@ -90,7 +90,7 @@ func setup() (*Env, error) {
 	if _, err := os.Stat(registry.BusyboxPath); err != nil {
 		return nil, fmt.Errorf("busybox-static missing: %w", err)
 	}
-	dc, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	dc, err := client.New(client.FromEnv)
 	if err != nil {
 		return nil, err
 	}
