@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 )
 
 func namespaceOptions(pod *corev1.Pod) *runtimeapi.NamespaceOption {
@@ -108,100 +111,97 @@ func (m *Manager) dnsConfig(pod *corev1.Pod) *runtimeapi.DNSConfig {
 	return out
 }
 
-// envFor resolves env values the node can know without the API (literal
-// values and the pod's own fields); references to ConfigMaps and Secrets are a
-// configuration error until volumes and env sources are supported.
-func envFor(pod *corev1.Pod, c *corev1.Container) ([]*runtimeapi.KeyValue, error) {
-	var out []*runtimeapi.KeyValue
-	vals := map[string]string{}
-	for _, e := range c.Env {
-		v := e.Value
-		if e.ValueFrom != nil {
-			switch {
-			case e.ValueFrom.FieldRef != nil:
-				var err error
-				v, err = fieldValue(pod, e.ValueFrom.FieldRef.FieldPath)
-				if err != nil {
-					return nil, fmt.Errorf("env %s: %w", e.Name, err)
-				}
-			default:
-				return nil, fmt.Errorf("env %s: only value and fieldRef sources are supported by this node", e.Name)
-			}
-		} else {
-			v = expand(v, vals)
-		}
-		vals[e.Name] = v
-		out = append(out, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(v)})
+// envFor resolves the container's environment; a missing required
+// ConfigMap or Secret is an error (CreateContainerConfigError) until it appears.
+func (m *Manager) envFor(ctx context.Context, pod *corev1.Pod, c *corev1.Container, sandboxID string) ([]*runtimeapi.KeyValue, error) {
+	info := m.podInfo(ctx, sandboxID)
+	vars, err := envvars.Resolve(ctx, pod, c, m.opts.Objects, info)
+	if err != nil {
+		return nil, err
 	}
-	if len(c.EnvFrom) > 0 {
-		return nil, fmt.Errorf("envFrom is not supported by this node")
+	out := make([]*runtimeapi.KeyValue, 0, len(vars))
+	for _, v := range vars {
+		out = append(out, &runtimeapi.KeyValue{Key: v.Name, Value: []byte(v.Value)})
 	}
 	return out, nil
 }
 
-func fieldValue(pod *corev1.Pod, path string) (string, error) {
-	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "spec.nodeName":
-		return pod.Spec.NodeName, nil
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName, nil
-	case "status.hostIP":
-		return pod.Status.HostIP, nil
-	case "status.podIP":
-		return pod.Status.PodIP, nil
-	}
-	if strings.HasPrefix(path, "metadata.labels['") && strings.HasSuffix(path, "']") {
-		return pod.Labels[strings.TrimSuffix(strings.TrimPrefix(path, "metadata.labels['"), "']")], nil
-	}
-	if strings.HasPrefix(path, "metadata.annotations['") && strings.HasSuffix(path, "']") {
-		return pod.Annotations[strings.TrimSuffix(strings.TrimPrefix(path, "metadata.annotations['"), "']")], nil
-	}
-	return "", fmt.Errorf("unsupported fieldRef %q", path)
-}
-
-// expand replaces $(VAR) with earlier values; $$ escapes, unknown stays as is.
-func expand(s string, vals map[string]string) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
+// podInfo is what env and downward-API volumes need beyond the spec: the
+// sandbox's IPs and the node's addresses and allocatable resources.
+func (m *Manager) podInfo(ctx context.Context, sandboxID string) envvars.Info {
+	info := envvars.Info{}
+	if sandboxID != "" {
+		if resp, err := m.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID}); err == nil && resp.Status != nil && resp.Status.Network != nil {
+			if ip := resp.Status.Network.Ip; ip != "" {
+				info.PodIPs = append(info.PodIPs, ip)
 			}
-			name := s[i+2 : i+2+end]
-			if v, ok := vals[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
+			for _, ip := range resp.Status.Network.AdditionalIps {
+				info.PodIPs = append(info.PodIPs, ip.Ip)
 			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
 		}
 	}
-	return b.String()
+	m.mu.Lock()
+	nodeInfo := m.nodeInfo
+	m.mu.Unlock()
+	if nodeInfo != nil {
+		info.HostIPs, info.Allocatable = nodeInfo(ctx)
+	}
+	return info
 }
 
-func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, init bool, restarts int, imageRef string) (*runtimeapi.ContainerConfig, error) {
-	envs, err := envFor(pod, c)
+// mounts turns the container's volumeMounts into CRI mounts over the pod's
+// set-up volumes.
+func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container) ([]*runtimeapi.Mount, error) {
+	if len(c.VolumeMounts) == 0 {
+		return nil, nil
+	}
+	if m.opts.Volumes == nil {
+		return nil, fmt.Errorf("container %s: volume mounts need a data dir for volumes", c.Name)
+	}
+	vols := m.opts.Volumes.Paths(pod.UID)
+	var out []*runtimeapi.Mount
+	for _, vm := range c.VolumeMounts {
+		v, ok := vols[vm.Name]
+		if !ok {
+			return nil, fmt.Errorf("container %s: volume %q is not set up", c.Name, vm.Name)
+		}
+		host := v.Path
+		if vm.SubPath != "" {
+			sub := filepath.Clean(vm.SubPath)
+			if filepath.IsAbs(sub) || sub == ".." || strings.HasPrefix(sub, "../") {
+				return nil, fmt.Errorf("container %s: subPath %q must be a relative path inside the volume", c.Name, vm.SubPath)
+			}
+			host = filepath.Join(v.Path, sub)
+			if _, err := os.Lstat(host); os.IsNotExist(err) {
+				if err := os.MkdirAll(host, 0o755); err != nil {
+					return nil, fmt.Errorf("container %s: subPath %q: %w", c.Name, vm.SubPath, err)
+				}
+			}
+			// A subPath through the atomic writer's links must name the
+			// real file (upstream's subPath mounts do not follow updates either).
+			if real, err := filepath.EvalSymlinks(host); err == nil {
+				host = real
+			}
+		}
+		mnt := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly || v.ReadOnly}
+		if vm.MountPropagation != nil {
+			switch *vm.MountPropagation {
+			case corev1.MountPropagationHostToContainer:
+				mnt.Propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+			case corev1.MountPropagationBidirectional:
+				mnt.Propagation = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+			}
+		}
+		out = append(out, mnt)
+	}
+	return out, nil
+}
+
+// expand is $(VAR) expansion of command and args.
+func expand(s string, vals map[string]string) string { return envvars.Expand(s, vals) }
+
+func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev1.Container, init bool, restarts int, imageRef, sandboxID string) (*runtimeapi.ContainerConfig, error) {
+	envs, err := m.envFor(ctx, pod, c, sandboxID)
 	if err != nil {
 		return nil, err
 	}
@@ -216,8 +216,12 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, init boo
 	for _, s := range c.Args {
 		args = append(args, expand(s, vals))
 	}
-	if len(c.VolumeMounts) > 0 {
-		return nil, fmt.Errorf("container %s: volume mounts are not supported by this node yet", c.Name)
+	mounts, err := m.mounts(pod, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.verifyNonRoot(ctx, pod, c, imageRef); err != nil {
+		return nil, err
 	}
 	image := c.Image
 	if imageRef != "" {
@@ -230,6 +234,7 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, init boo
 		Args:        args,
 		WorkingDir:  c.WorkingDir,
 		Envs:        envs,
+		Mounts:      mounts,
 		Labels:      containerLabels(pod, c, init),
 		Annotations: containerAnnotations(pod, c, restarts),
 		LogPath:     containerLogPath(c.Name, restarts),
@@ -326,4 +331,48 @@ func (m *Manager) createSandbox(ctx context.Context, pod *corev1.Pod, attempt ui
 	}
 	m.log.Info("created sandbox", "pod", podRef(pod), "id", resp.PodSandboxId, "attempt", attempt)
 	return resp.PodSandboxId, nil
+}
+
+// verifyNonRoot refuses, with upstream's messages, a container whose
+// runAsNonRoot cannot be honoured: an explicit runAsUser 0, or no runAsUser
+// and an image that runs as root or names its user only by name.
+func (m *Manager) verifyNonRoot(ctx context.Context, pod *corev1.Pod, c *corev1.Container, imageRef string) error {
+	nonRoot, uid := false, (*int64)(nil)
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		nonRoot = psc.RunAsNonRoot != nil && *psc.RunAsNonRoot
+		uid = psc.RunAsUser
+	}
+	if csc := c.SecurityContext; csc != nil {
+		if csc.RunAsNonRoot != nil {
+			nonRoot = *csc.RunAsNonRoot
+		}
+		if csc.RunAsUser != nil {
+			uid = csc.RunAsUser
+		}
+	}
+	if !nonRoot {
+		return nil
+	}
+	podName := fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+	if uid != nil {
+		if *uid == 0 {
+			return fmt.Errorf("container's runAsUser breaks non-root policy (pod: %q, container: %s)", podName, c.Name)
+		}
+		return nil
+	}
+	image := imageRef
+	if image == "" {
+		image = c.Image
+	}
+	resp, err := m.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: image}})
+	if err != nil || resp.Image == nil {
+		return fmt.Errorf("cannot verify that image %s runs as non-root: %v", c.Image, err)
+	}
+	switch {
+	case resp.Image.Uid != nil && resp.Image.Uid.Value != 0:
+		return nil
+	case resp.Image.Uid == nil && resp.Image.Username != "":
+		return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root (pod: %q, container: %s)", resp.Image.Username, podName, c.Name)
+	}
+	return fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", podName, c.Name)
 }

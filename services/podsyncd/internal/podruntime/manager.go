@@ -13,6 +13,9 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
+	"github.com/microlet/microlet/services/podsyncd/internal/volumes"
 )
 
 // Waiting reasons, the kubelet's own strings.
@@ -51,6 +54,11 @@ type Options struct {
 	Log *slog.Logger
 	// DNS is the resolver configuration handed to sandboxes.
 	DNS *runtimeapi.DNSConfig
+	// Objects reads the ConfigMaps and Secrets pods refer to; nil (standalone)
+	// makes every required reference a configuration error.
+	Objects envvars.Source
+	// Volumes sets up pod volumes; nil refuses pods that mount any.
+	Volumes *volumes.Manager
 }
 
 // Reason is a container's waiting reason remembered between syncs.
@@ -71,6 +79,16 @@ type Manager struct {
 	mu      sync.Mutex
 	reasons map[types.UID]map[string]Reason
 	health  Health
+	// nodeInfo gives the node's addresses and allocatable resources.
+	nodeInfo func(context.Context) ([]string, corev1.ResourceList)
+}
+
+// SetNodeInfo installs the source of the node's addresses and allocatable
+// resources (status.hostIP and resourceFieldRef of unset limits).
+func (m *Manager) SetNodeInfo(f func(context.Context) ([]string, corev1.ResourceList)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.nodeInfo = f
 }
 
 // Health tells the manager which running containers failed their liveness or
@@ -159,11 +177,16 @@ func (m *Manager) setReason(uid types.UID, name string, r *Reason) {
 	m.reasons[uid][name] = *r
 }
 
-// Forget drops what the manager remembers about a pod.
+// Forget drops what the manager remembers about a pod and its volume dirs.
 func (m *Manager) Forget(uid types.UID) {
 	m.mu.Lock()
 	delete(m.reasons, uid)
 	m.mu.Unlock()
+	if m.opts.Volumes != nil {
+		if err := m.opts.Volumes.Cleanup(uid); err != nil {
+			m.log.Warn("could not remove pod volumes", "uid", uid, "err", err)
+		}
+	}
 }
 
 // Actions is what SyncPod must do for a pod (the kubelet's podActions).
@@ -354,6 +377,21 @@ func (r *SyncResult) Err() error { return errors.Join(r.Errors...) }
 // SyncPod makes the runtime match the pod.
 func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) SyncResult {
 	var res SyncResult
+	// Volumes are set up (and API-backed ones refreshed) on every sync;
+	// containers wait for them as upstream's do (FailedMount).
+	if m.opts.Volumes != nil && len(pod.Spec.Volumes) > 0 {
+		sbID := ""
+		if sb := st.ReadySandbox(); sb != nil {
+			sbID = sb.ID
+		}
+		if err := m.opts.Volumes.Setup(ctx, pod, m.podInfo(ctx, sbID)); err != nil {
+			m.log.Warn("FailedMount", "pod", podRef(pod), "err", err)
+			if len(st.Running()) == 0 {
+				res.fail(err)
+				return res
+			}
+		}
+	}
 	a := m.ComputePodActions(pod, st)
 	if a.KillPod {
 		if err := m.KillPod(ctx, pod, st, nil); err != nil {
@@ -436,7 +474,7 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 		res.fail(err)
 		return
 	}
-	cfg, err := m.containerConfig(pod, c, init, restarts, imageRef)
+	cfg, err := m.containerConfig(ctx, pod, c, init, restarts, imageRef, sandboxID)
 	if err != nil {
 		m.setReason(pod.UID, c.Name, &Reason{ReasonCreateConfigError, err.Error()})
 		res.fail(err)

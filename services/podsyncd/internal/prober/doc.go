@@ -5,7 +5,7 @@
 //
 //	m := prober.New(rt, log, onChange)
 //	m.Sync(pod, runtimeStatus)     // after every pod sync: start/stop workers
-//	m.Ready(containerID)           // for the container's Ready and the pod's Ready condition
-//	m.LivenessFailed(containerID)  // podruntime kills and restarts the container
+//	m.Ready(c, containerID)          // the container's Ready and the pod's Ready condition
+//	m.LivenessFailed(c, containerID) // podruntime kills and restarts the container
 //	m.Remove(pod.UID)              // when the pod is gone
 package prober

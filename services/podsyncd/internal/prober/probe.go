@@ -168,7 +168,7 @@ func httpGet(ctx context.Context, g *corev1.HTTPGetAction, t Target) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("Get %q: %w", u.String(), err)
+		return fmt.Errorf("get %q: %w", u.String(), err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 10<<10))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,14 +12,17 @@ import (
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/kubeclient"
 	"github.com/microlet/microlet/internal/service"
 	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
+	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
 	"github.com/microlet/microlet/services/podsyncd/internal/syncloop"
+	"github.com/microlet/microlet/services/podsyncd/internal/volumes"
 )
 
 // Config is podsyncd's configuration.
@@ -126,12 +130,29 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		case <-time.After(backoff):
 		}
 	}
+	// ConfigMaps and Secrets for env (and volumes) are read with the node's
+	// identity; standalone nodes have none.
+	var (
+		objects envvars.Source
+		tokens  volumes.Tokens
+	)
+	client, _, err := kubeclient.Clientset(c.Kubeconfig, components.PodSyncd, 20, 40)
+	switch {
+	case errors.Is(err, kubeclient.ErrStandalone):
+	case err != nil:
+		return err
+	default:
+		objects = envvars.ClientSource{Client: client}
+		tokens = volumes.ClientTokens{Client: client}
+	}
 	rm := podruntime.NewManager(&timeoutRuntime{RuntimeServiceClient: rt, timeout: c.RuntimeTimeout}, img, podruntime.Options{
 		LogRoot:        c.PodLogsDir,
 		RuntimeName:    runtimeName,
 		BackoffInitial: c.BackoffInitial,
 		BackoffMax:     c.BackoffMax,
 		Log:            env.Log,
+		Objects:        objects,
+		Volumes:        volumes.New(c.DataDir, objects, tokens),
 	})
 	s.loop = syncloop.New(env.Log, rm, rt,
 		podconfigv1.NewPodConfigServiceClient(conns[components.PodConfig]),

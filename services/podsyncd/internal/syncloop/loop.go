@@ -87,6 +87,13 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt runtimeapi.RuntimeServiceC
 		}
 	})
 	rm.SetHealth(l.probes)
+	rm.SetNodeInfo(func(ctx context.Context) ([]string, corev1.ResourceList) {
+		var alloc corev1.ResourceList
+		if n := l.getNode(ctx); n != nil {
+			alloc = n.Status.Allocatable
+		}
+		return l.hostIPs(ctx), alloc
+	})
 	return l
 }
 

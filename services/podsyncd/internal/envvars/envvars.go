@@ -1,0 +1,318 @@
+package envvars
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Source reads the objects a pod refers to. Errors that are NotFound
+// (apierrors.IsNotFound) let optional references be skipped.
+type Source interface {
+	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
+	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+}
+
+// Info is what the node knows about the pod beyond its spec.
+type Info struct {
+	// PodIPs are the sandbox's IPs (the API status may not have them yet).
+	PodIPs []string
+	// HostIPs are the node's addresses.
+	HostIPs []string
+	// Allocatable is the node's allocatable resources: a resourceFieldRef to
+	// an unset limit reports it, as upstream does.
+	Allocatable corev1.ResourceList
+}
+
+// Var is one resolved variable.
+type Var struct {
+	Name, Value string
+}
+
+// Resolve returns the container's environment in order (envFrom entries,
+// then env entries; a later name replaces an earlier one in place).
+func Resolve(ctx context.Context, pod *corev1.Pod, c *corev1.Container, src Source, info Info) ([]Var, error) {
+	var out []Var
+	index := map[string]int{}
+	set := func(name, value string) {
+		if i, ok := index[name]; ok {
+			out[i].Value = value
+			return
+		}
+		index[name] = len(out)
+		out = append(out, Var{name, value})
+	}
+	vals := func() map[string]string {
+		m := make(map[string]string, len(out))
+		for _, v := range out {
+			m[v.Name] = v.Value
+		}
+		return m
+	}
+	for _, from := range c.EnvFrom {
+		switch {
+		case from.ConfigMapRef != nil:
+			ref := from.ConfigMapRef
+			cm, err := get(ctx, src, pod.Namespace, ref.Name, ref.Optional, false)
+			if err != nil {
+				return nil, err
+			}
+			if cm == nil {
+				continue
+			}
+			for k, v := range cm.(*corev1.ConfigMap).Data {
+				if name := from.Prefix + k; len(validation.IsEnvVarName(name)) == 0 {
+					set(name, v)
+				}
+			}
+		case from.SecretRef != nil:
+			ref := from.SecretRef
+			s, err := get(ctx, src, pod.Namespace, ref.Name, ref.Optional, true)
+			if err != nil {
+				return nil, err
+			}
+			if s == nil {
+				continue
+			}
+			for k, v := range s.(*corev1.Secret).Data {
+				if name := from.Prefix + k; len(validation.IsEnvVarName(name)) == 0 {
+					set(name, string(v))
+				}
+			}
+		}
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			set(e.Name, Expand(e.Value, vals()))
+			continue
+		}
+		v, ok, err := valueFrom(ctx, pod, c, src, info, e.ValueFrom)
+		if err != nil {
+			return nil, fmt.Errorf("env %s: %w", e.Name, err)
+		}
+		if ok {
+			set(e.Name, v)
+		}
+	}
+	return out, nil
+}
+
+// get fetches a ConfigMap (or Secret); nil without error when it is missing
+// and optional.
+func get(ctx context.Context, src Source, ns, name string, optional *bool, secret bool) (any, error) {
+	opt := optional != nil && *optional
+	var (
+		obj any
+		err error
+	)
+	if src == nil {
+		kind := "configmap"
+		if secret {
+			kind = "secret"
+		}
+		err = fmt.Errorf("%s %q cannot be read: this node runs without an API server", kind, name)
+	} else if secret {
+		obj, err = src.Secret(ctx, ns, name)
+	} else {
+		obj, err = src.ConfigMap(ctx, ns, name)
+	}
+	switch {
+	case err == nil:
+		return obj, nil
+	case opt && (apierrors.IsNotFound(err) || src == nil):
+		return nil, nil
+	}
+	return nil, err
+}
+
+func valueFrom(ctx context.Context, pod *corev1.Pod, c *corev1.Container, src Source, info Info, from *corev1.EnvVarSource) (string, bool, error) {
+	switch {
+	case from.FieldRef != nil:
+		v, err := FieldValue(pod, from.FieldRef.FieldPath, info)
+		return v, err == nil, err
+	case from.ResourceFieldRef != nil:
+		v, err := ResourceValue(pod, c, from.ResourceFieldRef, info.Allocatable)
+		return v, err == nil, err
+	case from.ConfigMapKeyRef != nil:
+		ref := from.ConfigMapKeyRef
+		obj, err := get(ctx, src, pod.Namespace, ref.Name, ref.Optional, false)
+		if err != nil || obj == nil {
+			return "", false, err
+		}
+		cm := obj.(*corev1.ConfigMap)
+		if v, ok := cm.Data[ref.Key]; ok {
+			return v, true, nil
+		}
+		if v, ok := cm.BinaryData[ref.Key]; ok {
+			return string(v), true, nil
+		}
+		if ref.Optional != nil && *ref.Optional {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, pod.Namespace, ref.Name)
+	case from.SecretKeyRef != nil:
+		ref := from.SecretKeyRef
+		obj, err := get(ctx, src, pod.Namespace, ref.Name, ref.Optional, true)
+		if err != nil || obj == nil {
+			return "", false, err
+		}
+		if v, ok := obj.(*corev1.Secret).Data[ref.Key]; ok {
+			return string(v), true, nil
+		}
+		if ref.Optional != nil && *ref.Optional {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, pod.Namespace, ref.Name)
+	case from.FileKeyRef != nil:
+		return "", false, errors.New("fileKeyRef is not supported by this node")
+	}
+	return "", false, errors.New("valueFrom names no source")
+}
+
+// FieldValue is the value of a downward-API field path.
+func FieldValue(pod *corev1.Pod, path string, info Info) (string, error) {
+	podIPs := info.PodIPs
+	if len(podIPs) == 0 {
+		for _, ip := range pod.Status.PodIPs {
+			podIPs = append(podIPs, ip.IP)
+		}
+		if len(podIPs) == 0 && pod.Status.PodIP != "" {
+			podIPs = []string{pod.Status.PodIP}
+		}
+	}
+	hostIPs := info.HostIPs
+	if len(hostIPs) == 0 && pod.Status.HostIP != "" {
+		hostIPs = []string{pod.Status.HostIP}
+	}
+	if pod.Spec.HostNetwork && len(hostIPs) > 0 {
+		podIPs = hostIPs
+	}
+	first := func(s []string) string {
+		if len(s) == 0 {
+			return ""
+		}
+		return s[0]
+	}
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.hostIP":
+		return first(hostIPs), nil
+	case "status.hostIPs":
+		return strings.Join(hostIPs, ","), nil
+	case "status.podIP":
+		return first(podIPs), nil
+	case "status.podIPs":
+		return strings.Join(podIPs, ","), nil
+	}
+	if k, ok := subscript(path, "metadata.labels"); ok {
+		return pod.Labels[k], nil
+	}
+	if k, ok := subscript(path, "metadata.annotations"); ok {
+		return pod.Annotations[k], nil
+	}
+	return "", fmt.Errorf("unsupported fieldRef %q", path)
+}
+
+func subscript(path, field string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, field+"['")
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(rest, "']")
+}
+
+// ResourceValue is a resourceFieldRef's value: the container's limit or
+// request divided by the divisor and rounded up; an unset limit is the node's
+// allocatable.
+func ResourceValue(pod *corev1.Pod, self *corev1.Container, ref *corev1.ResourceFieldSelector, allocatable corev1.ResourceList) (string, error) {
+	c := self
+	if ref.ContainerName != "" && ref.ContainerName != self.Name {
+		c = nil
+		for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+			for i := range list {
+				if list[i].Name == ref.ContainerName {
+					c = &list[i]
+				}
+			}
+		}
+		if c == nil {
+			return "", fmt.Errorf("resourceFieldRef: no container %q", ref.ContainerName)
+		}
+	}
+	kind, name, ok := strings.Cut(ref.Resource, ".")
+	if !ok || (kind != "limits" && kind != "requests") {
+		return "", fmt.Errorf("unsupported resourceFieldRef %q", ref.Resource)
+	}
+	rn := corev1.ResourceName(name)
+	var q resource.Quantity
+	if kind == "limits" {
+		lim, has := c.Resources.Limits[rn]
+		if !has || lim.IsZero() {
+			lim = allocatable[rn]
+		}
+		q = lim
+	} else {
+		q = c.Resources.Requests[rn]
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	if rn == corev1.ResourceCPU {
+		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
+	}
+	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+}
+
+// Expand replaces $(VAR) with earlier values; $$ escapes a dollar and an
+// unknown reference stays as written.
+func Expand(s string, vals map[string]string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := vals[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,137 @@
+package envvars
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+type objects struct {
+	cms     map[string]*corev1.ConfigMap
+	secrets map[string]*corev1.Secret
+}
+
+func (o objects) ConfigMap(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
+	if cm, ok := o.cms[name]; ok {
+		return cm, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
+}
+
+func (o objects) Secret(_ context.Context, _, name string) (*corev1.Secret, error) {
+	if s, ok := o.secrets[name]; ok {
+		return s, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}
+
+func TestResolve(t *testing.T) {
+	yes := true
+	src := objects{
+		cms:     map[string]*corev1.ConfigMap{"cm": {Data: map[string]string{"color": "blue", "bad=key": "x", "size": "L"}}},
+		secrets: map[string]*corev1.Secret{"sec": {Data: map[string][]byte{"password": []byte("hunter2")}}},
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{NodeName: "n1", ServiceAccountName: "sa", Containers: []corev1.Container{{Name: "c",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
+				Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}}}},
+	}
+	env := func(name string, from *corev1.EnvVarSource) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: from}
+	}
+	tests := []struct {
+		name    string
+		c       corev1.Container
+		want    []Var
+		wantErr string
+	}{
+		{"envFrom with prefix skips invalid names, env overrides and expands", corev1.Container{
+			EnvFrom: []corev1.EnvFromSource{{Prefix: "CM_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}}},
+			Env:     []corev1.EnvVar{{Name: "CM_color", Value: "red-$(CM_size)"}},
+		}, nil, ""},
+		{"keys, fields and resources", corev1.Container{Env: []corev1.EnvVar{
+			env("COLOR", &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}, Key: "color"}}),
+			env("PASS", &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}, Key: "password"}}),
+			env("NAME", &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}),
+			env("APP", &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}),
+			env("IPS", &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIPs"}}),
+			env("HOST", &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}),
+			env("CPU_M", &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "requests.cpu", Divisor: resource.MustParse("1m")}}),
+			env("CPU", &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "requests.cpu"}}),
+			env("MEM_MI", &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory", Divisor: resource.MustParse("1Mi")}}),
+			env("CPU_LIMIT", &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.cpu"}}),
+		}}, []Var{{"COLOR", "blue"}, {"PASS", "hunter2"}, {"NAME", "p"}, {"APP", "web"}, {"IPS", "10.0.0.7,fd00::7"}, {"HOST", "192.168.1.2"},
+			{"CPU_M", "250"}, {"CPU", "1"}, {"MEM_MI", "64"}, {"CPU_LIMIT", "4"}}, ""},
+		{"optional missing is skipped", corev1.Container{
+			EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "nope"}, Optional: &yes}}},
+			Env:     []corev1.EnvVar{env("X", &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}, Key: "missing", Optional: &yes}})},
+		}, []Var{}, ""},
+		{"required missing configMap", corev1.Container{
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "nope"}}}},
+		}, nil, `configmaps "nope" not found`},
+		{"required missing key", corev1.Container{Env: []corev1.EnvVar{
+			env("X", &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}, Key: "user"}}),
+		}}, nil, "env X: couldn't find key user in Secret ns/sec"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.c.Name = "c"
+			tc.c.Resources = pod.Spec.Containers[0].Resources
+			got, err := Resolve(context.Background(), pod, &tc.c, src, Info{
+				PodIPs: []string{"10.0.0.7", "fd00::7"}, HostIPs: []string{"192.168.1.2"},
+				Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+			})
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == nil { // the envFrom case: map order is random
+				m := map[string]string{}
+				for _, v := range got {
+					m[v.Name] = v.Value
+				}
+				want := map[string]string{"CM_color": "red-L", "CM_size": "L"}
+				if !reflect.DeepEqual(m, want) {
+					t.Fatalf("got %v, want %v", m, want)
+				}
+				return
+			}
+			if len(got) == 0 && len(tc.want) == 0 {
+				return
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got  %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestExpand(t *testing.T) {
+	vals := map[string]string{"A": "x", "B": "y"}
+	for in, want := range map[string]string{"$(A)-$(B)": "x-y", "$$(A)": "$(A)", "$(C)": "$(C)", "plain": "plain", "$(A": "$(A"} {
+		if got := Expand(in, vals); got != want {
+			t.Errorf("Expand(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func FuzzExpand(f *testing.F) {
+	for _, s := range []string{"$(A)", "$$", "$(", "a$b$(B)c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_ = Expand(s, map[string]string{"A": "1", "B": "2"})
+	})
+}

@@ -1,0 +1,13 @@
+// Package volumes materialises a pod's volumes on the node under podsyncd's
+// data dir (<data-dir>/pods/<uid>/volumes/<plugin>/<name>) so that they can
+// be handed to the runtime as CRI mounts: emptyDir, hostPath (with type
+// checks), configMap, secret, downwardAPI and projected (configMap, secret
+// and downwardAPI sources). Files of the API-backed volumes are written
+// atomically the kubelet's way (a fresh timestamped dir, then a "..data"
+// symlink swapped by rename), so a running container sees an update whole.
+//
+//	vm := volumes.New(dataDir, src)
+//	if err := vm.Setup(ctx, pod, info); err != nil { /* FailedMount: retry */ }
+//	vm.Paths(pod.UID)   // volume name -> host path and read-only flag
+//	vm.Cleanup(pod.UID) // once the pod is gone
+package volumes

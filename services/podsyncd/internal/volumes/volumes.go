@@ -1,0 +1,510 @@
+package volumes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
+)
+
+// Volume is a set-up volume.
+type Volume struct {
+	// Path is the host path to mount.
+	Path string
+	// ReadOnly is forced for the API-backed volumes, as upstream does.
+	ReadOnly bool
+}
+
+// Tokens requests service-account tokens bound to a pod (the TokenRequest API).
+type Tokens interface {
+	Token(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (token string, expires time.Time, err error)
+}
+
+// Manager sets volumes up and remembers their host paths.
+type Manager struct {
+	root   string
+	src    envvars.Source
+	tokens Tokens
+	now    func() time.Time
+
+	mu     sync.Mutex
+	paths  map[types.UID]map[string]Volume
+	issued map[tokenKey]issuedToken
+}
+
+type tokenKey struct {
+	uid      types.UID
+	audience string
+	seconds  int64
+}
+
+type issuedToken struct {
+	token        string
+	from, expiry time.Time
+}
+
+// New returns a manager rooted at dataDir reading objects through src and
+// tokens through tokens (both nil when standalone).
+func New(dataDir string, src envvars.Source, tokens Tokens) *Manager {
+	return &Manager{root: dataDir, src: src, tokens: tokens, now: time.Now,
+		paths: map[types.UID]map[string]Volume{}, issued: map[tokenKey]issuedToken{}}
+}
+
+// token returns a cached token while it is younger than 80% of its life
+// (and a day), else a fresh one, as the kubelet's token manager does.
+func (m *Manager) token(ctx context.Context, pod *corev1.Pod, p *corev1.ServiceAccountTokenProjection) ([]byte, error) {
+	if m.tokens == nil {
+		return nil, errors.New("service account tokens cannot be requested: this node runs without an API server")
+	}
+	secs := int64(3600)
+	if p.ExpirationSeconds != nil {
+		secs = *p.ExpirationSeconds
+	}
+	k := tokenKey{pod.UID, p.Audience, secs}
+	now := m.now()
+	m.mu.Lock()
+	t, ok := m.issued[k]
+	m.mu.Unlock()
+	if ok {
+		life := t.expiry.Sub(t.from)
+		if age := now.Sub(t.from); age < life*8/10 && age < 24*time.Hour {
+			return []byte(t.token), nil
+		}
+	}
+	tok, exp, err := m.tokens.Token(ctx, pod, p.Audience, secs)
+	if err != nil {
+		return nil, fmt.Errorf("failed to fetch token: %w", err)
+	}
+	m.mu.Lock()
+	m.issued[k] = issuedToken{token: tok, from: now, expiry: exp}
+	m.mu.Unlock()
+	return []byte(tok), nil
+}
+
+// PodDir is the pod's directory under the data dir.
+func (m *Manager) PodDir(uid types.UID) string { return filepath.Join(m.root, "pods", string(uid)) }
+
+// Paths returns the set-up volumes of a pod by name.
+func (m *Manager) Paths(uid types.UID) map[string]Volume {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]Volume{}
+	for k, v := range m.paths[uid] {
+		out[k] = v
+	}
+	return out
+}
+
+// Cleanup removes a pod's volume dirs (never a hostPath's contents).
+func (m *Manager) Cleanup(uid types.UID) error {
+	m.mu.Lock()
+	delete(m.paths, uid)
+	for k := range m.issued {
+		if k.uid == uid {
+			delete(m.issued, k)
+		}
+	}
+	m.mu.Unlock()
+	return os.RemoveAll(m.PodDir(uid))
+}
+
+// Setup creates or refreshes every volume of the pod. It is called on every
+// pod sync, so API-backed volumes follow their objects while the pod runs.
+func (m *Manager) Setup(ctx context.Context, pod *corev1.Pod, info envvars.Info) error {
+	out := map[string]Volume{}
+	var errs []error
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		vol, err := m.setupOne(ctx, pod, v, info)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("MountVolume.SetUp failed for volume %q : %w", v.Name, err))
+			continue
+		}
+		out[v.Name] = vol
+	}
+	m.mu.Lock()
+	m.paths[pod.UID] = out
+	m.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+func (m *Manager) volDir(pod *corev1.Pod, plugin, name string) string {
+	return filepath.Join(m.PodDir(pod.UID), "volumes", plugin, name)
+}
+
+func (m *Manager) setupOne(ctx context.Context, pod *corev1.Pod, v *corev1.Volume, info envvars.Info) (Volume, error) {
+	switch {
+	case v.EmptyDir != nil:
+		// The memory medium would need tmpfs mounts (root and a mount
+		// namespace); it is kept on disk here.
+		dir := m.volDir(pod, "kubernetes.io~empty-dir", v.Name)
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return Volume{}, err
+		}
+		return Volume{Path: dir}, os.Chmod(dir, 0o777)
+	case v.HostPath != nil:
+		return Volume{Path: v.HostPath.Path}, checkHostPath(v.HostPath)
+	case v.ConfigMap != nil, v.Secret != nil, v.DownwardAPI != nil, v.Projected != nil:
+		files, err := m.payload(ctx, pod, v, info)
+		if err != nil {
+			return Volume{}, err
+		}
+		plugin := "kubernetes.io~configmap"
+		switch {
+		case v.Secret != nil:
+			plugin = "kubernetes.io~secret"
+		case v.DownwardAPI != nil:
+			plugin = "kubernetes.io~downward-api"
+		case v.Projected != nil:
+			plugin = "kubernetes.io~projected"
+		}
+		dir := m.volDir(pod, plugin, v.Name)
+		return Volume{Path: dir, ReadOnly: true}, writeAtomic(dir, files)
+	}
+	return Volume{}, errors.New("volume type not supported by this node")
+}
+
+func checkHostPath(h *corev1.HostPathVolumeSource) error {
+	t := corev1.HostPathUnset
+	if h.Type != nil {
+		t = *h.Type
+	}
+	fi, err := os.Stat(h.Path)
+	exists := err == nil
+	switch t {
+	case corev1.HostPathUnset:
+		return nil
+	case corev1.HostPathDirectoryOrCreate:
+		if !exists {
+			return os.MkdirAll(h.Path, 0o755)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("hostPath type check failed: %s is not a directory", h.Path)
+		}
+		return nil
+	case corev1.HostPathFileOrCreate:
+		if !exists {
+			if err := os.MkdirAll(filepath.Dir(h.Path), 0o755); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(h.Path, os.O_CREATE|os.O_RDONLY, 0o644)
+			if err != nil {
+				return err
+			}
+			return f.Close()
+		}
+		if fi.IsDir() {
+			return fmt.Errorf("hostPath type check failed: %s is not a file", h.Path)
+		}
+		return nil
+	}
+	if !exists {
+		return fmt.Errorf("hostPath type check failed: %s does not exist", h.Path)
+	}
+	mode := fi.Mode()
+	ok := map[corev1.HostPathType]bool{
+		corev1.HostPathDirectory: mode.IsDir(),
+		corev1.HostPathFile:      mode.IsRegular(),
+		corev1.HostPathSocket:    mode&fs.ModeSocket != 0,
+		corev1.HostPathCharDev:   mode&fs.ModeCharDevice != 0,
+		corev1.HostPathBlockDev:  mode&fs.ModeDevice != 0 && mode&fs.ModeCharDevice == 0,
+	}
+	good, known := ok[t]
+	if !known {
+		return fmt.Errorf("hostPath type %q is not known", t)
+	}
+	if !good {
+		return fmt.Errorf("hostPath type check failed: %s is not a %s", h.Path, t)
+	}
+	return nil
+}
+
+// file is one file of an API-backed volume.
+type file struct {
+	data []byte
+	mode os.FileMode
+}
+
+func mode(item *int32, def *int32, fallback int32) os.FileMode {
+	switch {
+	case item != nil:
+		return os.FileMode(*item)
+	case def != nil:
+		return os.FileMode(*def)
+	}
+	return os.FileMode(fallback)
+}
+
+func (m *Manager) payload(ctx context.Context, pod *corev1.Pod, v *corev1.Volume, info envvars.Info) (map[string]file, error) {
+	files := map[string]file{}
+	switch {
+	case v.ConfigMap != nil:
+		return files, m.configMapFiles(ctx, pod, &v.ConfigMap.LocalObjectReference, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode, files)
+	case v.Secret != nil:
+		ref := corev1.LocalObjectReference{Name: v.Secret.SecretName}
+		return files, m.secretFiles(ctx, pod, &ref, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode, files)
+	case v.DownwardAPI != nil:
+		return files, downwardFiles(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode, info, files)
+	}
+	p := v.Projected
+	for _, s := range p.Sources {
+		var err error
+		switch {
+		case s.ConfigMap != nil:
+			err = m.configMapFiles(ctx, pod, &s.ConfigMap.LocalObjectReference, s.ConfigMap.Items, s.ConfigMap.Optional, p.DefaultMode, files)
+		case s.Secret != nil:
+			err = m.secretFiles(ctx, pod, &s.Secret.LocalObjectReference, s.Secret.Items, s.Secret.Optional, p.DefaultMode, files)
+		case s.DownwardAPI != nil:
+			err = downwardFiles(pod, s.DownwardAPI.Items, p.DefaultMode, info, files)
+		case s.ServiceAccountToken != nil:
+			var tok []byte
+			if tok, err = m.token(ctx, pod, s.ServiceAccountToken); err == nil {
+				files[s.ServiceAccountToken.Path] = file{tok, mode(nil, p.DefaultMode, 0o644)}
+			}
+		default:
+			err = errors.New("projected source not supported by this node (clusterTrustBundle, podCertificate)")
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+func keyed(data map[string][]byte, items []corev1.KeyToPath, def *int32, kind, ns, name string, files map[string]file) error {
+	if len(items) == 0 {
+		for k, d := range data {
+			files[k] = file{d, mode(nil, def, 0o644)}
+		}
+		return nil
+	}
+	for _, it := range items {
+		d, ok := data[it.Key]
+		if !ok {
+			return fmt.Errorf("configuration error: key %q not found in %s %s/%s", it.Key, kind, ns, name)
+		}
+		files[it.Path] = file{d, mode(it.Mode, def, 0o644)}
+	}
+	return nil
+}
+
+func (m *Manager) configMapFiles(ctx context.Context, pod *corev1.Pod, ref *corev1.LocalObjectReference, items []corev1.KeyToPath, optional *bool, def *int32, files map[string]file) error {
+	if m.src == nil {
+		return fmt.Errorf("configmap %q cannot be read: this node runs without an API server", ref.Name)
+	}
+	cm, err := m.src.ConfigMap(ctx, pod.Namespace, ref.Name)
+	if err != nil {
+		if optional != nil && *optional && apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	data := map[string][]byte{}
+	for k, v := range cm.Data {
+		data[k] = []byte(v)
+	}
+	for k, v := range cm.BinaryData {
+		data[k] = v
+	}
+	if optional != nil && *optional && len(items) > 0 {
+		items = present(items, data)
+	}
+	return keyed(data, items, def, "ConfigMap", pod.Namespace, ref.Name, files)
+}
+
+func (m *Manager) secretFiles(ctx context.Context, pod *corev1.Pod, ref *corev1.LocalObjectReference, items []corev1.KeyToPath, optional *bool, def *int32, files map[string]file) error {
+	if m.src == nil {
+		return fmt.Errorf("secret %q cannot be read: this node runs without an API server", ref.Name)
+	}
+	s, err := m.src.Secret(ctx, pod.Namespace, ref.Name)
+	if err != nil {
+		if optional != nil && *optional && apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if optional != nil && *optional && len(items) > 0 {
+		items = present(items, s.Data)
+	}
+	return keyed(s.Data, items, def, "Secret", pod.Namespace, ref.Name, files)
+}
+
+func present(items []corev1.KeyToPath, data map[string][]byte) []corev1.KeyToPath {
+	var out []corev1.KeyToPath
+	for _, it := range items {
+		if _, ok := data[it.Key]; ok {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func downwardFiles(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, def *int32, info envvars.Info, files map[string]file) error {
+	for _, it := range items {
+		var (
+			v   string
+			err error
+		)
+		switch {
+		case it.FieldRef != nil:
+			switch it.FieldRef.FieldPath {
+			case "metadata.labels":
+				v = formatMap(pod.Labels)
+			case "metadata.annotations":
+				v = formatMap(pod.Annotations)
+			default:
+				v, err = envvars.FieldValue(pod, it.FieldRef.FieldPath, info)
+			}
+		case it.ResourceFieldRef != nil:
+			c := &corev1.Container{}
+			if len(pod.Spec.Containers) > 0 {
+				c = &pod.Spec.Containers[0]
+			}
+			v, err = envvars.ResourceValue(pod, c, it.ResourceFieldRef, info.Allocatable)
+		default:
+			err = fmt.Errorf("downwardAPI item %s has no source", it.Path)
+		}
+		if err != nil {
+			return err
+		}
+		files[it.Path] = file{[]byte(v), mode(it.Mode, def, 0o644)}
+	}
+	return nil
+}
+
+// formatMap is the downward API's key="value" lines, sorted.
+func formatMap(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(k + "=" + strconv.Quote(m[k]))
+	}
+	return b.String()
+}
+
+const dataLink = "..data"
+
+// writeAtomic makes dir hold exactly files. Nothing is written when the
+// current content already matches; otherwise a new "..<timestamp>" dir is
+// filled, "..data" is swapped to it by rename, top-level names link through
+// "..data", and the old dir goes.
+func writeAtomic(dir string, files map[string]file) error {
+	for p := range files {
+		if p == "" || path.IsAbs(p) || strings.HasPrefix(p, "..") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/..") {
+			return fmt.Errorf("invalid file path %q", p)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	old, _ := os.Readlink(filepath.Join(dir, dataLink))
+	if old != "" && same(filepath.Join(dir, old), files) {
+		return nil
+	}
+	ts, err := os.MkdirTemp(dir, ".."+time.Now().UTC().Format("2006_01_02_15_04_05."))
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(ts, 0o755); err != nil {
+		return err
+	}
+	for p, f := range files {
+		full := filepath.Join(ts, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(full, f.data, f.mode.Perm()); err != nil {
+			return err
+		}
+		if err := os.Chmod(full, f.mode.Perm()); err != nil {
+			return err
+		}
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	_ = os.Remove(tmp)
+	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, dataLink)); err != nil {
+		return err
+	}
+	top := map[string]bool{}
+	for p := range files {
+		top[strings.SplitN(p, "/", 2)[0]] = true
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, "..") {
+			if name != dataLink && name != filepath.Base(ts) {
+				_ = os.RemoveAll(filepath.Join(dir, name))
+			}
+			continue
+		}
+		if !top[name] {
+			_ = os.Remove(filepath.Join(dir, name))
+		}
+	}
+	for name := range top {
+		link := filepath.Join(dir, name)
+		if target, err := os.Readlink(link); err == nil && target == filepath.Join(dataLink, name) {
+			continue
+		}
+		_ = os.Remove(link)
+		if err := os.Symlink(filepath.Join(dataLink, name), link); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// same says whether dir holds exactly files with the same modes.
+func same(dir string, files map[string]file) bool {
+	n := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		f, ok := files[filepath.ToSlash(rel)]
+		if !ok {
+			return errors.New("extra")
+		}
+		fi, err := d.Info()
+		if err != nil || fi.Mode().Perm() != f.mode.Perm() {
+			return errors.New("mode")
+		}
+		data, err := os.ReadFile(p)
+		if err != nil || !bytes.Equal(data, f.data) {
+			return errors.New("data")
+		}
+		n++
+		return nil
+	})
+	return err == nil && n == len(files)
+}
