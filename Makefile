@@ -37,6 +37,7 @@ lint: ## go vet, golangci-lint, buf lint, tracked-file size guard
 	"$$(hack/tool.sh golangci-lint)" run --allow-parallel-runners ./...
 	"$$(hack/tool.sh buf)" lint
 	hack/check-size.sh
+	hack/check-k8s-versions.sh
 
 test-deps: ## install what the tests need (Debian packages, cached builds)
 	hack/install-test-deps.sh
