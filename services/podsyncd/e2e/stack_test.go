@@ -35,7 +35,7 @@ var (
 )
 
 // binaries builds microlet and every service once per test binary.
-func binaries(t *testing.T) string {
+func binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		root, err := controlplane.RepoRoot()
@@ -66,7 +66,7 @@ func binaries(t *testing.T) string {
 
 // stack is one node: `microlet run` with every service, connected.
 type stack struct {
-	t           *testing.T
+	t           testing.TB
 	node        string
 	runDir      string
 	manifestDir string
@@ -96,7 +96,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func startStack(t *testing.T) *stack {
+func startStack(t testing.TB) *stack {
 	t.Helper()
 	cp := controlplane.Get(t)
 	bins := binaries(t)
@@ -249,7 +249,7 @@ func (s *stack) get(ns, name string) (*corev1.Pod, error) {
 func (s *stack) waitPod(ns, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	s.t.Helper()
 	var got *corev1.Pod
-	s.eventually(fmt.Sprintf("pod %s/%s %s", ns, name, what), 3*time.Minute, func() (bool, string) {
+	s.eventually(fmt.Sprintf("pod %s/%s %s", ns, name, what), 8*time.Minute, func() (bool, string) {
 		p, err := s.get(ns, name)
 		if err != nil {
 			return false, err.Error()
@@ -262,7 +262,7 @@ func (s *stack) waitPod(ns, name, what string, cond func(*corev1.Pod) bool) *cor
 
 func (s *stack) waitGone(ns, name string) {
 	s.t.Helper()
-	s.eventually(fmt.Sprintf("pod %s/%s deleted", ns, name), 3*time.Minute, func() (bool, string) {
+	s.eventually(fmt.Sprintf("pod %s/%s deleted", ns, name), 8*time.Minute, func() (bool, string) {
 		_, err := s.get(ns, name)
 		if apierrors.IsNotFound(err) {
 			return true, ""
@@ -303,6 +303,8 @@ func (s *stack) dockerRunning(uid string) int {
 
 // watchNodeReady fails the test if the Node ever reports NotReady after now.
 func (s *stack) watchNodeReady(ctx context.Context) func() {
+	// Report on the test that asked, not on whatever subtest s.t is by then.
+	parent := s.t
 	var mu sync.Mutex
 	var flapped string
 	stop := make(chan struct{})
@@ -335,7 +337,7 @@ func (s *stack) watchNodeReady(ctx context.Context) func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if flapped != "" {
-			s.t.Errorf("node went NotReady during the test: %s", flapped)
+			parent.Errorf("node went NotReady during the test: %s", flapped)
 		}
 	}
 }

@@ -56,7 +56,15 @@ type Runtime struct {
 	mu   sync.Mutex
 	last RuntimeState
 	at   time.Time
+	// good is the latest reading the runtime answered, and goodAt when.
+	good   RuntimeState
+	goodAt time.Time
 }
+
+// DownThreshold is how long the runtime may fail to answer before it is
+// reported down: the kubelet's 30 s, so one slow call on a busy node does not
+// flip the Node NotReady.
+const DownThreshold = 30 * time.Second
 
 // NewRuntime returns a CRI source; imageEndpoint empty means the runtime's.
 // Readings younger than maxAge are reused.
@@ -106,8 +114,15 @@ func (r *Runtime) Get(ctx context.Context) RuntimeState {
 	if !r.at.IsZero() && r.now().Sub(r.at) < r.maxAge {
 		return r.last
 	}
-	r.last = r.read(ctx)
-	r.at = r.now()
+	st := r.read(ctx)
+	now := r.now()
+	switch {
+	case st.Err == nil:
+		r.good, r.goodAt = st, now
+	case !r.goodAt.IsZero() && now.Sub(r.goodAt) < DownThreshold:
+		st = r.good
+	}
+	r.last, r.at = st, now
 	return r.last
 }
 

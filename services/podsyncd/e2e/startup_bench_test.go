@@ -1,0 +1,198 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/grpcclient"
+)
+
+// BenchmarkPodStartup creates 10, 30 and 110 pods at once through the API
+// (image already present) and prints, per batch, the p50/p99 latency from
+// create to all containers running in the runtime and to Running visible in
+// the API, with podsyncd's and the whole stack's CPU and RSS. Run with
+//
+//	go test -run '^$' -bench PodStartup -benchtime 1x -timeout 60m ./services/podsyncd/e2e/
+func BenchmarkPodStartup(b *testing.B) {
+	s := startStack(b)
+	b.ResetTimer()
+	var rows []string
+	for _, n := range []int{10, 30, 110} {
+		rows = append(rows, s.startupBatch(b, n))
+	}
+	b.StopTimer()
+	fmt.Printf("\n%-5s %12s %12s %12s %12s %14s %12s %14s %12s\n", "pods", "runtime p50", "runtime p99", "API p50", "API p99",
+		"podsyncd CPU", "podsyncd RSS", "stack CPU", "stack RSS")
+	for _, r := range rows {
+		fmt.Println(r)
+	}
+}
+
+func (s *stack) startupBatch(b *testing.B, n int) string {
+	ctx := context.Background()
+	ns := "default"
+	cc, err := grpcclient.Dial(components.Endpoint(s.runDir, components.RuntimeShim))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Close()
+	rt := runtimeapi.NewRuntimeServiceClient(cc)
+
+	pids := s.servicePIDs()
+	cpu0 := cpuSeconds(pids)
+	type times struct{ created, runtime, api time.Time }
+	var mu sync.Mutex
+	seen := map[types.UID]*times{}
+	names := make([]string, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		names[i] = fmt.Sprintf("bench-%d-%d", n, i)
+		wg.Add(1)
+		go func(name string) {
+			defer wg.Done()
+			p := s.pod(name, corev1.RestartPolicyAlways, "trap 'exit 0' TERM; while true; do sleep 1; done")
+			start := time.Now()
+			created, err := s.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			mu.Lock()
+			seen[created.UID] = &times{created: start}
+			mu.Unlock()
+		}(names[i])
+	}
+	wg.Wait()
+	deadline := time.Now().Add(15 * time.Minute)
+	for {
+		now := time.Now()
+		resp, err := rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+			State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}})
+		if err == nil {
+			mu.Lock()
+			for _, c := range resp.Containers {
+				if t := seen[types.UID(c.Labels["io.kubernetes.pod.uid"])]; t != nil && t.runtime.IsZero() {
+					t.runtime = now
+				}
+			}
+			mu.Unlock()
+		}
+		list, err := s.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			mu.Lock()
+			for _, p := range list.Items {
+				if t := seen[p.UID]; t != nil && t.api.IsZero() && p.Status.Phase == corev1.PodRunning {
+					t.api = now
+				}
+			}
+			mu.Unlock()
+		}
+		done := 0
+		mu.Lock()
+		for _, t := range seen {
+			if !t.runtime.IsZero() && !t.api.IsZero() {
+				done++
+			}
+		}
+		mu.Unlock()
+		if done == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("only %d of %d pods running after 15 min", done, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cpu := cpuSeconds(pids)
+	var rtLat, apiLat []time.Duration
+	for _, t := range seen {
+		rtLat = append(rtLat, t.runtime.Sub(t.created))
+		apiLat = append(apiLat, t.api.Sub(t.created))
+	}
+	row := fmt.Sprintf("%-5d %12s %12s %12s %12s %13.1fs %9.1f MiB %13.1fs %9.1f MiB", n,
+		pct(rtLat, 50), pct(rtLat, 99), pct(apiLat, 50), pct(apiLat, 99),
+		cpu[components.PodSyncd]-cpu0[components.PodSyncd], rssMiB(pids[components.PodSyncd]),
+		cpu["total"]-cpu0["total"], totalRSS(pids))
+	// Clean up before the next batch so the node's pod limit holds.
+	for _, name := range names {
+		_ = s.admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	for _, name := range names {
+		s.waitGone(ns, name)
+	}
+	return row
+}
+
+func pct(d []time.Duration, p int) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	i := (len(d)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return d[i].Round(10 * time.Millisecond).String()
+}
+
+// servicePIDs maps each service (and "microlet") to its pid.
+func (s *stack) servicePIDs() map[string]int {
+	out := map[string]int{"microlet": s.cmd.Process.Pid}
+	for _, c := range components.All {
+		out[c.Name] = s.servicePID(c.Name)
+	}
+	return out
+}
+
+// cpuSeconds reads utime+stime of each pid from /proc, plus their total.
+func cpuSeconds(pids map[string]int) map[string]float64 {
+	out := map[string]float64{}
+	for name, pid := range pids {
+		data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		out[name] = (ut + st) / 100 // USER_HZ
+		out["total"] += out[name]
+	}
+	return out
+}
+
+func rssMiB(pid int) float64 {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			kb, _ := strconv.ParseFloat(strings.Fields(l)[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func totalRSS(pids map[string]int) float64 {
+	var sum float64
+	for _, pid := range pids {
+		sum += rssMiB(pid)
+	}
+	return sum
+}
