@@ -27,11 +27,24 @@ import (
 // the API, with podsyncd's and the whole stack's CPU and RSS. Run with
 //
 //	go test -run '^$' -bench PodStartup -benchtime 1x -timeout 60m ./services/podsyncd/e2e/
+//
+// MICROLET_BENCH_PODS=10,30 picks other batch sizes.
 func BenchmarkPodStartup(b *testing.B) {
+	sizes := []int{10, 30, 110}
+	if env := os.Getenv("MICROLET_BENCH_PODS"); env != "" {
+		sizes = nil
+		for _, f := range strings.Split(env, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				b.Fatalf("MICROLET_BENCH_PODS=%q: want comma-separated positive counts", env)
+			}
+			sizes = append(sizes, n)
+		}
+	}
 	s := startStack(b)
 	b.ResetTimer()
 	var rows []string
-	for _, n := range []int{10, 30, 110} {
+	for _, n := range sizes {
 		rows = append(rows, s.startupBatch(b, n))
 	}
 	b.StopTimer()
