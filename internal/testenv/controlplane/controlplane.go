@@ -91,6 +91,11 @@ type Options struct {
 	// StartTimeout bounds each wait for etcd and the apiserver. Default 3
 	// minutes: eight agents share two cores here and CI is no faster.
 	StartTimeout time.Duration
+	// ExtraAPIServerArgs and ExtraEtcdArgs are appended to the processes'
+	// flags (a later flag wins), e.g. --max-requests-inflight for a load
+	// benchmark.
+	ExtraAPIServerArgs []string
+	ExtraEtcdArgs      []string
 }
 
 // ControlPlane is a running etcd plus kube-apiserver. Its methods are safe
@@ -426,6 +431,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 			"--log-level=warn",
 			"--logger=zap",
 		}
+		args = append(args, cp.opts.ExtraEtcdArgs...)
 		p, err := startProcess("etcd", cp.etcdBin, args, filepath.Join(cp.dir, "logs", "etcd.log"))
 		if err != nil {
 			return err
@@ -495,7 +501,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, pickPort bool) error
 
 func (cp *ControlPlane) apiServerArgs() []string {
 	pki := cp.pki
-	return []string{
+	args := []string{
 		"--etcd-servers=" + cp.etcdURL,
 		"--bind-address=" + cp.opts.BindAddress,
 		"--secure-port=" + strconv.Itoa(cp.apiPort),
@@ -516,6 +522,7 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		"--allow-privileged=true",
 		"--profiling=false",
 	}
+	return append(args, cp.opts.ExtraAPIServerArgs...)
 }
 
 // ready is /readyz plus the namespaces the apiserver's own controllers
