@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,60 +19,27 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // services are the binaries the units start, in the order of components.All.
 var services = []string{"podconfig", "cloudsyncd", "runtime-shim", "statusd", "nodestatusd", "podsyncd"}
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
 // binaries builds the real service binaries once per test run. Plain
 // `go build` flags, so the build cache other tests fill is reused.
 func binaries(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		var dir string
-		dir, buildErr = os.MkdirTemp("", "microlet-systemd-bin")
-		if buildErr != nil {
-			return
-		}
-		binDir = dir
-		args := []string{"build", "-o", dir + "/"}
-		for _, s := range services {
-			args = append(args, "github.com/microlet/microlet/services/"+s)
-		}
-		cmd := exec.Command("go", args...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	pkgs := make([]string, 0, len(services))
+	for _, s := range services {
+		pkgs = append(pkgs, "github.com/microlet/microlet/services/"+s)
 	}
-	return binDir
+	return testenv.Build(t, nil, pkgs...)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	testenv.RemoveBuilt()
 	os.Exit(code)
-}
-
-// shortDir is a temp dir short enough for socket paths (108-byte sun_path).
-func shortDir(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("/tmp", "msd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(d) })
-	return d
 }
 
 // TestUnitsVerify installs every unit with install.sh into a temp root holding
@@ -176,26 +141,9 @@ func TestUnitsCoverEveryService(t *testing.T) {
 // child is one run of a real service binary started the way systemd starts it.
 type child struct {
 	cmd  *exec.Cmd
-	logs *lockedBuffer
+	logs *testenv.LockedBuffer
 	done chan struct{} // closed once the process exited; err is set then
 	err  error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // start runs binary with args. With lis, the listening socket is passed as fd
@@ -212,7 +160,7 @@ func start(t *testing.T, binary string, lis *os.File, env []string, args ...stri
 		cmd = exec.Command(binary, args...)
 	}
 	cmd.Env = append(os.Environ(), env...)
-	c := &child{cmd: cmd, logs: &lockedBuffer{}, done: make(chan struct{})}
+	c := &child{cmd: cmd, logs: &testenv.LockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout = c.logs
 	cmd.Stderr = c.logs
 	if err := cmd.Start(); err != nil {
@@ -283,7 +231,7 @@ func inode(t *testing.T, path string) uint64 {
 // same fd. A clean SIGTERM stop leaves the socket too.
 func TestSocketActivationSurvivesRestart(t *testing.T) {
 	bin := filepath.Join(binaries(t), "podconfig")
-	dir := shortDir(t)
+	dir := testenv.ShortDir(t, "msd")
 	path := filepath.Join(dir, "podconfig.sock")
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
@@ -402,7 +350,7 @@ func (n *notifications) next(t *testing.T, skipPings bool) string {
 // serves, and SIGTERM sends STOPPING=1 before a clean exit.
 func TestNotify(t *testing.T) {
 	bin := filepath.Join(binaries(t), "podconfig")
-	dir := shortDir(t)
+	dir := testenv.ShortDir(t, "msd")
 	n := listenNotify(t, dir)
 	path := filepath.Join(dir, "podconfig.sock")
 	// WATCHDOG_USEC=2s: a ping every second.

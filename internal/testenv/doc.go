@@ -2,4 +2,9 @@
 // dependencies instead of fakes, one subpackage each: controlplane runs a
 // real etcd and kube-apiserver on loopback; the others follow the same
 // pattern (skip when a dependency is missing, fail when the run requires it).
+//
+// The package itself holds the plumbing tests that run real processes share:
+// Build compiles binaries once per test process, LockedBuffer collects a
+// child's output while the test reads it, ShortDir makes directories short
+// enough for socket paths.
 package testenv

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,15 +19,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/testenv"
 	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
 	supervisorv1 "github.com/microlet/microlet/proto/microlet/supervisor/v1"
-)
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
 )
 
 // binaries builds microlet, every service, runtime-shim's pause program (next
@@ -36,67 +30,35 @@ var (
 // plug-in, once per run, with plain flags so other tests' build cache serves.
 func binaries(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "microlet-e2e-bin")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/",
-			"github.com/microlet/microlet/cmd/microlet",
-			"github.com/microlet/microlet/services/podconfig",
-			"github.com/microlet/microlet/services/statusd",
-			"github.com/microlet/microlet/services/cloudsyncd",
-			"github.com/microlet/microlet/services/runtime-shim",
-			"github.com/microlet/microlet/services/runtime-shim/pause",
-			"github.com/microlet/microlet/services/nodestatusd",
-			"github.com/microlet/microlet/services/podsyncd",
-			"github.com/microlet/microlet/examples/cloudprovider-external")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
+	return testenv.Build(t, nil,
+		"github.com/microlet/microlet/cmd/microlet",
+		"github.com/microlet/microlet/services/podconfig",
+		"github.com/microlet/microlet/services/statusd",
+		"github.com/microlet/microlet/services/cloudsyncd",
+		"github.com/microlet/microlet/services/runtime-shim",
+		"github.com/microlet/microlet/services/runtime-shim/pause",
+		"github.com/microlet/microlet/services/nodestatusd",
+		"github.com/microlet/microlet/services/podsyncd",
+		"github.com/microlet/microlet/examples/cloudprovider-external")
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	testenv.RemoveBuilt()
 	os.Exit(code)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // proc is a process the test started; Cleanup stops it by its PID.
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *testenv.LockedBuffer
 	done chan struct{}
 }
 
 func start(t *testing.T, name, binary string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(binary, args...), out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(binary, args...), out: &testenv.LockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // pkg is the one control plane of the running test binary.
@@ -27,6 +29,7 @@ func Main(m *testing.M) int {
 	pkg.inMain = true
 	pkg.mu.Unlock()
 	code := m.Run()
+	testenv.RemoveBuilt()
 	pkg.mu.Lock()
 	cp := pkg.cp
 	pkg.mu.Unlock()
