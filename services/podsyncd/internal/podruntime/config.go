@@ -11,6 +11,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
+	"github.com/microlet/microlet/services/podsyncd/internal/resources"
+	"github.com/microlet/microlet/services/podsyncd/internal/securitycontext"
 )
 
 func namespaceOptions(pod *corev1.Pod) *runtimeapi.NamespaceOption {
@@ -54,10 +56,9 @@ func (m *Manager) sandboxConfig(pod *corev1.Pod, attempt uint32) *runtimeapi.Pod
 		Labels:       sandboxLabels(pod),
 		Annotations:  pod.Annotations,
 		DnsConfig:    m.dnsConfig(pod),
-		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod)},
-		},
+		Linux:        &runtimeapi.LinuxPodSandboxConfig{},
 	}
+	cfg.Linux.SecurityContext, cfg.Linux.Sysctls = securitycontext.Sandbox(pod, namespaceOptions(pod))
 	for _, c := range pod.Spec.Containers {
 		for _, p := range c.Ports {
 			if p.HostPort == 0 {
@@ -72,15 +73,6 @@ func (m *Manager) sandboxConfig(pod *corev1.Pod, attempt uint32) *runtimeapi.Pod
 			}
 			cfg.PortMappings = append(cfg.PortMappings, &runtimeapi.PortMapping{Protocol: proto, ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIp: p.HostIP})
 		}
-	}
-	if sc := pod.Spec.SecurityContext; sc != nil {
-		if sc.RunAsUser != nil {
-			cfg.Linux.SecurityContext.RunAsUser = &runtimeapi.Int64Value{Value: *sc.RunAsUser}
-		}
-		if sc.RunAsGroup != nil {
-			cfg.Linux.SecurityContext.RunAsGroup = &runtimeapi.Int64Value{Value: *sc.RunAsGroup}
-		}
-		cfg.Linux.SecurityContext.SupplementalGroups = sc.SupplementalGroups
 	}
 	return cfg
 }
@@ -220,12 +212,20 @@ func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 	if err != nil {
 		return nil, err
 	}
-	if err := m.verifyNonRoot(ctx, pod, c, imageRef); err != nil {
-		return nil, err
-	}
 	image := c.Image
 	if imageRef != "" {
 		image = imageRef
+	}
+	user, err := m.imageUser(ctx, image)
+	if err != nil {
+		return nil, err
+	}
+	if err := securitycontext.VerifyNonRoot(pod, c, user); err != nil {
+		return nil, err
+	}
+	sc, err := securitycontext.Container(pod, c, user, namespaceOptions(pod), m.opts.Security)
+	if err != nil {
+		return nil, err
 	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restarts)},
@@ -242,82 +242,11 @@ func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       resources(c),
-			SecurityContext: securityContext(pod, c),
+			Resources:       resources.Container(pod, c, m.opts.MemoryCapacity),
+			SecurityContext: sc,
 		},
 	}
 	return cfg, nil
-}
-
-// resources maps requests and limits to cgroup settings the kubelet's way:
-// shares from the CPU request (or limit), quota from the CPU limit.
-func resources(c *corev1.Container) *runtimeapi.LinuxContainerResources {
-	r := &runtimeapi.LinuxContainerResources{CpuShares: 2}
-	cpuReq := c.Resources.Requests.Cpu()
-	cpuLim := c.Resources.Limits.Cpu()
-	if cpuReq.IsZero() && !cpuLim.IsZero() {
-		cpuReq = cpuLim
-	}
-	if !cpuReq.IsZero() {
-		shares := cpuReq.MilliValue() * 1024 / 1000
-		if shares < 2 {
-			shares = 2
-		}
-		r.CpuShares = shares
-	}
-	if !cpuLim.IsZero() {
-		r.CpuPeriod = 100000
-		r.CpuQuota = cpuLim.MilliValue() * 100000 / 1000
-		if r.CpuQuota < 1000 {
-			r.CpuQuota = 1000
-		}
-	}
-	if mem := c.Resources.Limits.Memory(); !mem.IsZero() {
-		r.MemoryLimitInBytes = mem.Value()
-	}
-	return r
-}
-
-func securityContext(pod *corev1.Pod, c *corev1.Container) *runtimeapi.LinuxContainerSecurityContext {
-	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
-	if psc := pod.Spec.SecurityContext; psc != nil {
-		if psc.RunAsUser != nil {
-			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
-		}
-		if psc.RunAsGroup != nil {
-			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
-		}
-		sc.SupplementalGroups = psc.SupplementalGroups
-	}
-	csc := c.SecurityContext
-	if csc == nil {
-		return sc
-	}
-	if csc.RunAsUser != nil {
-		sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
-	}
-	if csc.RunAsGroup != nil {
-		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
-	}
-	if csc.Privileged != nil {
-		sc.Privileged = *csc.Privileged
-	}
-	if csc.ReadOnlyRootFilesystem != nil {
-		sc.ReadonlyRootfs = *csc.ReadOnlyRootFilesystem
-	}
-	if csc.AllowPrivilegeEscalation != nil {
-		sc.NoNewPrivs = !*csc.AllowPrivilegeEscalation
-	}
-	if caps := csc.Capabilities; caps != nil {
-		sc.Capabilities = &runtimeapi.Capability{}
-		for _, a := range caps.Add {
-			sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, string(a))
-		}
-		for _, d := range caps.Drop {
-			sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
-		}
-	}
-	return sc
 }
 
 func (m *Manager) createSandbox(ctx context.Context, pod *corev1.Pod, attempt uint32) (string, error) {
@@ -333,46 +262,12 @@ func (m *Manager) createSandbox(ctx context.Context, pod *corev1.Pod, attempt ui
 	return resp.PodSandboxId, nil
 }
 
-// verifyNonRoot refuses, with upstream's messages, a container whose
-// runAsNonRoot cannot be honoured: an explicit runAsUser 0, or no runAsUser
-// and an image that runs as root or names its user only by name.
-func (m *Manager) verifyNonRoot(ctx context.Context, pod *corev1.Pod, c *corev1.Container, imageRef string) error {
-	nonRoot, uid := false, (*int64)(nil)
-	if psc := pod.Spec.SecurityContext; psc != nil {
-		nonRoot = psc.RunAsNonRoot != nil && *psc.RunAsNonRoot
-		uid = psc.RunAsUser
-	}
-	if csc := c.SecurityContext; csc != nil {
-		if csc.RunAsNonRoot != nil {
-			nonRoot = *csc.RunAsNonRoot
-		}
-		if csc.RunAsUser != nil {
-			uid = csc.RunAsUser
-		}
-	}
-	if !nonRoot {
-		return nil
-	}
-	podName := fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
-	if uid != nil {
-		if *uid == 0 {
-			return fmt.Errorf("container's runAsUser breaks non-root policy (pod: %q, container: %s)", podName, c.Name)
-		}
-		return nil
-	}
-	image := imageRef
-	if image == "" {
-		image = c.Image
-	}
+// imageUser is the user the image runs as (the kubelet's getImageUser):
+// it fills an unset runAsUser and decides runAsNonRoot.
+func (m *Manager) imageUser(ctx context.Context, image string) (securitycontext.ImageUser, error) {
 	resp, err := m.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: image}})
-	if err != nil || resp.Image == nil {
-		return fmt.Errorf("cannot verify that image %s runs as non-root: %v", c.Image, err)
+	if err != nil {
+		return securitycontext.ImageUser{}, fmt.Errorf("cannot read the user of image %s: %w", image, err)
 	}
-	switch {
-	case resp.Image.Uid != nil && resp.Image.Uid.Value != 0:
-		return nil
-	case resp.Image.Uid == nil && resp.Image.Username != "":
-		return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root (pod: %q, container: %s)", resp.Image.Username, podName, c.Name)
-	}
-	return fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", podName, c.Name)
+	return securitycontext.FromImage(resp.Image), nil
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
+	"github.com/microlet/microlet/services/podsyncd/internal/securitycontext"
 	"github.com/microlet/microlet/services/podsyncd/internal/volumes"
 )
 
@@ -59,6 +60,11 @@ type Options struct {
 	Objects envvars.Source
 	// Volumes sets up pod volumes; nil refuses pods that mount any.
 	Volumes *volumes.Manager
+	// Security holds the node's seccomp settings (profile root, default).
+	Security securitycontext.Options
+	// MemoryCapacity is the machine's memory in bytes, for the OOM score
+	// adjustment of Burstable containers.
+	MemoryCapacity int64
 }
 
 // Reason is a container's waiting reason remembered between syncs.

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
+	"github.com/microlet/microlet/services/podsyncd/internal/resources"
 )
 
 // Input is everything Generate needs.
@@ -39,7 +40,7 @@ type Probes interface {
 // Generate builds the API status.
 func Generate(in Input) corev1.PodStatus {
 	pod := in.Pod
-	st := corev1.PodStatus{QOSClass: qosClass(pod)}
+	st := corev1.PodStatus{QOSClass: resources.QOSClass(pod)}
 	if sb := in.Runtime.ReadySandbox(); sb != nil && !pod.Spec.HostNetwork {
 		st.PodIP = sb.IP
 		for _, ip := range sb.IPs {
@@ -332,31 +333,3 @@ func allInitSucceeded(cs []corev1.ContainerStatus) bool {
 	return true
 }
 
-// qosClass is the pod's QoS class from its requests and limits.
-func qosClass(pod *corev1.Pod) corev1.PodQOSClass {
-	if pod.Status.QOSClass != "" {
-		return pod.Status.QOSClass
-	}
-	guaranteed, any := true, false
-	all := append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
-	for _, c := range all {
-		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			req, hasReq := c.Resources.Requests[r]
-			lim, hasLim := c.Resources.Limits[r]
-			if hasReq && !req.IsZero() || hasLim && !lim.IsZero() {
-				any = true
-			}
-			if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
-				guaranteed = false
-			}
-		}
-	}
-	switch {
-	case !any:
-		return corev1.PodQOSBestEffort
-	case guaranteed:
-		return corev1.PodQOSGuaranteed
-	default:
-		return corev1.PodQOSBurstable
-	}
-}

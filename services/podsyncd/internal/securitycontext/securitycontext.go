@@ -235,7 +235,9 @@ func HasPrivileged(pod *corev1.Pod) bool {
 // sysctls: the pod's user, group and supplemental groups (fsGroup first),
 // privileged when any container is, and RuntimeDefault seccomp, which the
 // kubelet forces on sandboxes so that pods can tighten their own profiles.
-func Sandbox(pod *corev1.Pod, ns *runtimeapi.NamespaceOption) (*runtimeapi.LinuxSandboxSecurityContext, map[string]string, error) {
+// An unknown supplementalGroupsPolicy is left at Merge here; Container
+// reports it, so the pod's containers fail with the error.
+func Sandbox(pod *corev1.Pod, ns *runtimeapi.NamespaceOption) (*runtimeapi.LinuxSandboxSecurityContext, map[string]string) {
 	sc := &runtimeapi.LinuxSandboxSecurityContext{
 		NamespaceOptions: ns,
 		Privileged:       HasPrivileged(pod),
@@ -244,7 +246,7 @@ func Sandbox(pod *corev1.Pod, ns *runtimeapi.NamespaceOption) (*runtimeapi.Linux
 	sysctls := map[string]string{}
 	psc := pod.Spec.SecurityContext
 	if psc == nil {
-		return sc, sysctls, nil
+		return sc, sysctls
 	}
 	for _, s := range psc.Sysctls {
 		sysctls[s.Name] = s.Value
@@ -256,15 +258,13 @@ func Sandbox(pod *corev1.Pod, ns *runtimeapi.NamespaceOption) (*runtimeapi.Linux
 		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
 	}
 	sc.SupplementalGroups = supplementalGroups(pod)
-	policy, err := groupsPolicy(pod)
-	if err != nil {
-		return nil, nil, err
+	if policy, err := groupsPolicy(pod); err == nil {
+		sc.SupplementalGroupsPolicy = policy
 	}
-	sc.SupplementalGroupsPolicy = policy
 	if o := psc.SELinuxOptions; o != nil {
 		sc.SelinuxOptions = &runtimeapi.SELinuxOption{User: o.User, Role: o.Role, Type: o.Type, Level: o.Level}
 	}
-	return sc, sysctls, nil
+	return sc, sysctls
 }
 
 // VerifyNonRoot refuses, with the kubelet's messages, a container whose

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
+	"github.com/microlet/microlet/services/podsyncd/internal/resources"
+	"github.com/microlet/microlet/services/podsyncd/internal/securitycontext"
 	"github.com/microlet/microlet/services/podsyncd/internal/syncloop"
 	"github.com/microlet/microlet/services/podsyncd/internal/volumes"
 )
@@ -36,6 +39,8 @@ type Config struct {
 	BackoffInitial     time.Duration `yaml:"crashloop_backoff_initial" flag:"crashloop-backoff-initial" usage:"first CrashLoopBackOff delay"`
 	BackoffMax         time.Duration `yaml:"crashloop_backoff_max" flag:"crashloop-backoff-max" usage:"largest CrashLoopBackOff delay"`
 	RuntimeTimeout     time.Duration `yaml:"runtime_request_timeout" flag:"runtime-request-timeout" usage:"timeout of one CRI call (image pulls excepted)"`
+	SeccompProfileRoot string        `yaml:"seccomp_profile_root" flag:"seccomp-profile-root" usage:"directory of Localhost seccomp profiles (default <data_dir>/seccomp)"`
+	SeccompDefault     bool          `yaml:"seccomp_default" flag:"seccomp-default" usage:"give containers without a seccomp profile the runtime's default profile instead of none"`
 }
 
 // Server is the podsyncd service.
@@ -145,6 +150,14 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		objects = envvars.ClientSource{Client: client}
 		tokens = volumes.ClientTokens{Client: client}
 	}
+	seccompRoot := c.SeccompProfileRoot
+	if seccompRoot == "" {
+		seccompRoot = filepath.Join(c.DataDir, "seccomp")
+	}
+	memCapacity, err := resources.MemoryCapacity()
+	if err != nil {
+		env.Log.Warn("machine memory unknown; Burstable containers get OOM score adjustment 999", "err", err)
+	}
 	rm := podruntime.NewManager(&timeoutRuntime{RuntimeServiceClient: rt, timeout: c.RuntimeTimeout}, img, podruntime.Options{
 		LogRoot:        c.PodLogsDir,
 		RuntimeName:    runtimeName,
@@ -153,6 +166,8 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		Log:            env.Log,
 		Objects:        objects,
 		Volumes:        volumes.New(c.DataDir, objects, tokens),
+		Security:       securitycontext.Options{SeccompProfileRoot: seccompRoot, SeccompDefault: c.SeccompDefault},
+		MemoryCapacity: memCapacity,
 	})
 	s.loop = syncloop.New(env.Log, rm, rt,
 		podconfigv1.NewPodConfigServiceClient(conns[components.PodConfig]),
