@@ -30,6 +30,10 @@ type Info struct {
 	// Allocatable is the node's allocatable resources: a resourceFieldRef to
 	// an unset limit reports it, as upstream does.
 	Allocatable corev1.ResourceList
+	// ServiceEnv are the service-link variables (ServiceEnv): they can be
+	// referenced by $(VAR) and are added after the container's own, which
+	// win over them.
+	ServiceEnv map[string]string
 }
 
 // Var is one resolved variable.
@@ -38,7 +42,8 @@ type Var struct {
 }
 
 // Resolve returns the container's environment in order (envFrom entries,
-// then env entries; a later name replaces an earlier one in place).
+// then env entries; a later name replaces an earlier one in place), then the
+// service-link variables the container does not set itself, by name.
 func Resolve(ctx context.Context, pod *corev1.Pod, c *corev1.Container, src Source, info Info) ([]Var, error) {
 	var out []Var
 	index := map[string]int{}
@@ -51,7 +56,10 @@ func Resolve(ctx context.Context, pod *corev1.Pod, c *corev1.Container, src Sour
 		out = append(out, Var{name, value})
 	}
 	vals := func() map[string]string {
-		m := make(map[string]string, len(out))
+		m := make(map[string]string, len(out)+len(info.ServiceEnv))
+		for k, v := range info.ServiceEnv {
+			m[k] = v
+		}
 		for _, v := range out {
 			m[v.Name] = v.Value
 		}
@@ -100,6 +108,12 @@ func Resolve(ctx context.Context, pod *corev1.Pod, c *corev1.Container, src Sour
 		}
 		if ok {
 			set(e.Name, v)
+		}
+	}
+	for _, k := range sortedKeys(info.ServiceEnv) {
+		if _, ok := index[k]; !ok {
+			index[k] = len(out)
+			out = append(out, Var{k, info.ServiceEnv[k]})
 		}
 	}
 	return out, nil

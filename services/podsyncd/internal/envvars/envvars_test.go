@@ -135,3 +135,96 @@ func FuzzExpand(f *testing.F) {
 		_ = Expand(s, map[string]string{"A": "1", "B": "2"})
 	})
 }
+
+type services struct {
+	list   []*corev1.Service
+	synced bool
+}
+
+func (s services) List() ([]*corev1.Service, error) { return s.list, nil }
+func (s services) HasSynced() bool                  { return s.synced }
+
+// Cases follow upstream's TestMakeEnvironmentVariables service-link cases and
+// pkg/kubelet/envvars TestFromServices.
+func TestServiceEnv(t *testing.T) {
+	svc := func(ns, name, ip string, ports ...corev1.ServicePort) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{ClusterIP: ip, Ports: ports}}
+	}
+	all := services{synced: true, list: []*corev1.Service{
+		svc("default", "kubernetes", "1.2.3.1", corev1.ServicePort{Protocol: corev1.ProtocolTCP, Port: 8081}),
+		svc("test1", "test", "1.2.3.3", corev1.ServicePort{Protocol: corev1.ProtocolTCP, Port: 8083}),
+		svc("test1", "my-db", "fd00::5", corev1.ServicePort{Name: "sql", Protocol: corev1.ProtocolUDP, Port: 5432}, corev1.ServicePort{Name: "admin", Port: 900}),
+		svc("test1", "headless", corev1.ClusterIPNone, corev1.ServicePort{Port: 80}),
+		svc("test2", "other", "1.2.3.4", corev1.ServicePort{Port: 80}),
+		// A same-named service in the pod's namespace replaces the master one.
+		svc("kubernetes", "kubernetes", "1.2.3.9", corev1.ServicePort{Port: 443}),
+	}}
+	no := false
+	tests := []struct {
+		name  string
+		ns    string
+		links *bool
+		svcs  Services
+		want  map[string]string
+		err   string
+	}{
+		{"links on", "test1", nil, all, map[string]string{
+			"KUBERNETES_SERVICE_HOST": "1.2.3.1", "KUBERNETES_SERVICE_PORT": "8081", "KUBERNETES_PORT": "tcp://1.2.3.1:8081",
+			"KUBERNETES_PORT_8081_TCP": "tcp://1.2.3.1:8081", "KUBERNETES_PORT_8081_TCP_PROTO": "tcp", "KUBERNETES_PORT_8081_TCP_PORT": "8081", "KUBERNETES_PORT_8081_TCP_ADDR": "1.2.3.1",
+			"TEST_SERVICE_HOST": "1.2.3.3", "TEST_SERVICE_PORT": "8083", "TEST_PORT": "tcp://1.2.3.3:8083",
+			"TEST_PORT_8083_TCP": "tcp://1.2.3.3:8083", "TEST_PORT_8083_TCP_PROTO": "tcp", "TEST_PORT_8083_TCP_PORT": "8083", "TEST_PORT_8083_TCP_ADDR": "1.2.3.3",
+			"MY_DB_SERVICE_HOST": "fd00::5", "MY_DB_SERVICE_PORT": "5432", "MY_DB_SERVICE_PORT_SQL": "5432", "MY_DB_SERVICE_PORT_ADMIN": "900", "MY_DB_PORT": "udp://[fd00::5]:5432",
+			"MY_DB_PORT_5432_UDP": "udp://[fd00::5]:5432", "MY_DB_PORT_5432_UDP_PROTO": "udp", "MY_DB_PORT_5432_UDP_PORT": "5432", "MY_DB_PORT_5432_UDP_ADDR": "fd00::5",
+			"MY_DB_PORT_900_TCP": "tcp://[fd00::5]:900", "MY_DB_PORT_900_TCP_PROTO": "tcp", "MY_DB_PORT_900_TCP_PORT": "900", "MY_DB_PORT_900_TCP_ADDR": "fd00::5",
+		}, ""},
+		{"links off keeps the master service", "test2", &no, all, map[string]string{
+			"KUBERNETES_SERVICE_HOST": "1.2.3.1", "KUBERNETES_SERVICE_PORT": "8081", "KUBERNETES_PORT": "tcp://1.2.3.1:8081",
+			"KUBERNETES_PORT_8081_TCP": "tcp://1.2.3.1:8081", "KUBERNETES_PORT_8081_TCP_PROTO": "tcp", "KUBERNETES_PORT_8081_TCP_PORT": "8081", "KUBERNETES_PORT_8081_TCP_ADDR": "1.2.3.1",
+		}, ""},
+		{"same-named service in the pod's namespace wins", "kubernetes", nil, all, map[string]string{
+			"KUBERNETES_SERVICE_HOST": "1.2.3.9", "KUBERNETES_SERVICE_PORT": "443", "KUBERNETES_PORT": "tcp://1.2.3.9:443",
+			"KUBERNETES_PORT_443_TCP": "tcp://1.2.3.9:443", "KUBERNETES_PORT_443_TCP_PROTO": "tcp", "KUBERNETES_PORT_443_TCP_PORT": "443", "KUBERNETES_PORT_443_TCP_ADDR": "1.2.3.9",
+		}, ""},
+		{"standalone: none", "test1", nil, nil, map[string]string{}, ""},
+		{"not synced yet", "test1", nil, services{}, nil, "services have not yet been read at least once, cannot construct envvars"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tc.ns}, Spec: corev1.PodSpec{EnableServiceLinks: tc.links}}
+			got, err := ServiceEnv(pod, tc.svcs)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got  %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+	// Static pods do not wait for the first list.
+	static := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Annotations: map[string]string{"kubernetes.io/config.source": "file"}}}
+	if _, err := ServiceEnv(static, services{}); err != nil {
+		t.Fatalf("static pod: %v", err)
+	}
+}
+
+func TestResolveWithServiceEnv(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns"}}
+	c := &corev1.Container{Name: "c", Env: []corev1.EnvVar{
+		{Name: "URL", Value: "http://$(DB_SERVICE_HOST):$(DB_SERVICE_PORT)"},
+		{Name: "DB_SERVICE_PORT", Value: "override"},
+	}}
+	got, err := Resolve(context.Background(), pod, c, nil, Info{ServiceEnv: map[string]string{"DB_SERVICE_HOST": "10.0.0.5", "DB_SERVICE_PORT": "5432", "A_SERVICE_HOST": "10.0.0.6"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Var{{"URL", "http://10.0.0.5:5432"}, {"DB_SERVICE_PORT", "override"}, {"A_SERVICE_HOST", "10.0.0.6"}, {"DB_SERVICE_HOST", "10.0.0.5"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %v\nwant %v", got, want)
+	}
+}
