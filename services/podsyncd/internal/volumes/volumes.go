@@ -120,6 +120,11 @@ func (m *Manager) Cleanup(uid types.UID) error {
 		}
 	}
 	m.mu.Unlock()
+	if err := m.unmountEmptyDirs(uid); err != nil {
+		// Removing the files under a still-mounted tmpfs would leave it
+		// mounted and empty; keep the dir for the next attempt.
+		return err
+	}
 	return os.RemoveAll(m.PodDir(uid))
 }
 
@@ -150,13 +155,7 @@ func (m *Manager) volDir(pod *corev1.Pod, plugin, name string) string {
 func (m *Manager) setupOne(ctx context.Context, pod *corev1.Pod, v *corev1.Volume, info envvars.Info) (Volume, error) {
 	switch {
 	case v.EmptyDir != nil:
-		// The memory medium would need tmpfs mounts (root and a mount
-		// namespace); it is kept on disk here.
-		dir := m.volDir(pod, "kubernetes.io~empty-dir", v.Name)
-		if err := os.MkdirAll(dir, 0o777); err != nil {
-			return Volume{}, err
-		}
-		return Volume{Path: dir}, os.Chmod(dir, 0o777)
+		return m.setupEmptyDir(pod, v, info)
 	case v.HostPath != nil:
 		return Volume{Path: v.HostPath.Path}, checkHostPath(v.HostPath)
 	case v.ConfigMap != nil, v.Secret != nil, v.DownwardAPI != nil, v.Projected != nil:
@@ -173,8 +172,17 @@ func (m *Manager) setupOne(ctx context.Context, pod *corev1.Pod, v *corev1.Volum
 		case v.Projected != nil:
 			plugin = "kubernetes.io~projected"
 		}
+		gid := fsGroupOf(pod)
+		if gid != nil {
+			// The group's read bits are part of the expected content, so
+			// an unchanged volume is not rewritten on every sync.
+			for p, f := range files {
+				f.mode |= roMask
+				files[p] = f
+			}
+		}
 		dir := m.volDir(pod, plugin, v.Name)
-		return Volume{Path: dir, ReadOnly: true}, writeAtomic(dir, files)
+		return Volume{Path: dir, ReadOnly: true}, writeAtomic(dir, files, gid)
 	}
 	return Volume{}, errors.New("volume type not supported by this node")
 }
@@ -409,8 +417,9 @@ const dataLink = "..data"
 // writeAtomic makes dir hold exactly files. Nothing is written when the
 // current content already matches; otherwise a new "..<timestamp>" dir is
 // filled, "..data" is swapped to it by rename, top-level names link through
-// "..data", and the old dir goes.
-func writeAtomic(dir string, files map[string]file) error {
+// "..data", and the old dir goes. With an fsGroup, the new files belong to
+// the group before they become visible, and so do the links and dir.
+func writeAtomic(dir string, files map[string]file, fsGroup *int64) error {
 	for p := range files {
 		if p == "" || path.IsAbs(p) || strings.HasPrefix(p, "..") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/..") {
 			return fmt.Errorf("invalid file path %q", p)
@@ -439,6 +448,11 @@ func writeAtomic(dir string, files map[string]file) error {
 			return err
 		}
 		if err := os.Chmod(full, f.mode.Perm()); err != nil {
+			return err
+		}
+	}
+	if fsGroup != nil {
+		if err := SetOwnership(ts, *fsGroup, true, nil); err != nil {
 			return err
 		}
 	}
@@ -480,7 +494,36 @@ func writeAtomic(dir string, files map[string]file) error {
 			return err
 		}
 	}
+	if fsGroup != nil {
+		return ownTopLevel(dir, *fsGroup)
+	}
 	return nil
+}
+
+// ownTopLevel gives the volume dir and its links (not the data dirs, done
+// before the swap) the fsGroup.
+func ownTopLevel(dir string, fsGroup int64) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Type()&fs.ModeSymlink == 0 {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if err := changeOne(filepath.Join(dir, e.Name()), info, fsGroup, true); err != nil {
+			return err
+		}
+	}
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	return changeOne(dir, info, fsGroup, true)
 }
 
 // same says whether dir holds exactly files with the same modes.
