@@ -64,9 +64,15 @@ func HeartbeatTimeout(leaseSeconds int32) time.Duration {
 type SharedConfig struct {
 	// RestConfig is nil in standalone mode.
 	RestConfig *rest.Config
-	// QPS and Burst limit the registration client (the kubelet's 50/100).
+	// QPS and Burst limit the registration client (the kubelet's 50/100)
+	// of each node.
 	QPS   float32
 	Burst int
+	// Nodes is how many agents share the clients (1 unless simulating).
+	// Every kubelet has its own registration client; the shared one gets
+	// Nodes times the budget so N simulated nodes are not throttled like
+	// one.
+	Nodes int
 	// NodeName selects the informer's field selector for one node; with
 	// NodeSelector set (simulation) the informer watches all matching nodes.
 	NodeName     string
@@ -104,7 +110,8 @@ func NewShared(ctx context.Context, cfg SharedConfig) (*Shared, error) {
 		return sh, nil
 	}
 	rc := rest.CopyConfig(cfg.RestConfig)
-	rc.QPS, rc.Burst = cfg.QPS, cfg.Burst
+	nodes := max(cfg.Nodes, 1)
+	rc.QPS, rc.Burst = cfg.QPS*float32(nodes), cfg.Burst*nodes
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -179,8 +186,34 @@ type Agent struct {
 	log     *slog.Logger
 	poke    chan struct{}
 
+	// startGate, when set, bounds how many agents register at once (see
+	// SetStartGate).
+	startGate chan struct{}
+
 	mu         sync.Mutex
 	registered int
+}
+
+// SetStartGate makes Run hold a slot of gate from before registering until
+// the shared informer holds the new Node. Agents sharing one gate start at
+// most cap(gate) at a time, so thousands of simulated nodes start as fast
+// as the API server answers instead of all at once with timeouts. Call it
+// before Run.
+func (a *Agent) SetStartGate(gate chan struct{}) { a.startGate = gate }
+
+// acquireStart takes a slot of the start gate and returns its release,
+// which may be called more than once.
+func (a *Agent) acquireStart(ctx context.Context) (func(), error) {
+	if a.startGate == nil {
+		return func() {}, nil
+	}
+	select {
+	case a.startGate <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-a.startGate }) }, nil
 }
 
 // New returns the agent of one node.
@@ -248,7 +281,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.sh.Standalone() {
 		return a.runStandalone(ctx)
 	}
+	release, err := a.acquireStart(ctx)
+	if err != nil {
+		return nil //nolint:nilerr // ended before starting
+	}
 	if err := a.register(ctx); err != nil {
+		release()
 		return err
 	}
 	t := a.sh.cfg.Timing
@@ -256,7 +294,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { lc.Run(ctx) })
 	wg.Go(func() {
-		if a.waitCached(ctx) {
+		cached := a.waitCached(ctx)
+		release()
+		if cached {
 			a.updater.FastUntilReady(ctx, t.FastStatusTimeout)
 		}
 	})

@@ -23,10 +23,12 @@ func (p *Published) Get() *corev1.Node {
 	return p.node
 }
 
-// Set publishes a new Node and wakes the watchers.
+// Set publishes a new Node and wakes the watchers. It keeps n itself (no
+// copy: with thousands of simulated nodes every copy counts), so the caller
+// must not change n afterwards; readers must not change what Get returns.
 func (p *Published) Set(n *corev1.Node) {
 	p.mu.Lock()
-	p.node = n.DeepCopy()
+	p.node = n
 	close(p.changed)
 	p.changed = make(chan struct{})
 	p.mu.Unlock()

@@ -61,6 +61,7 @@ type Config struct {
 
 	Simulate       int    `yaml:"simulate" flag:"simulate" usage:"simulate N nodes <simulate-prefix>-0..N-1 instead of the real one (load testing; needs a non-node credential)"`
 	SimulatePrefix string `yaml:"simulate_prefix" flag:"simulate-prefix" usage:"name prefix of simulated nodes"`
+	PprofAddr      string `yaml:"pprof_addr" flag:"pprof-addr" usage:"host:port to serve net/http/pprof on, for profiling a simulation (off when empty)"`
 }
 
 // DefaultConfig is the kubelet's defaults.
@@ -272,10 +273,18 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	in.Cloud = s.cloud.Get
 	in.Extra = s.extra
 
+	if s.cfg.PprofAddr != "" {
+		stop, err := servePprof(s.cfg.PprofAddr, env.Log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	sc := agent.SharedConfig{
 		RestConfig: s.restCfg,
 		QPS:        s.cfg.KubeAPIQPS,
 		Burst:      s.cfg.KubeAPIBurst,
+		Nodes:      max(s.cfg.Simulate, 1),
 		NodeName:   s.cfg.NodeName,
 		Timing:     s.timing,
 		Clock:      s.clock,

@@ -36,10 +36,22 @@ func Agents(sh *agent.Shared, reg registration.Options, prefix string, n int) []
 	return out
 }
 
+// StartConcurrency is how many simulated nodes may be registering at once
+// (from the create until the shared informer sees the Node).
+const StartConcurrency = 100
+
 // RunAll runs the agents until ctx ends. Starts are spread over a second
 // per hundred nodes so thousands of nodes do not register in one burst and
-// their periods do not line up.
+// their periods do not line up, and at most StartConcurrency register at
+// once, so a slow API server slows registration down instead of timing it
+// out.
 func RunAll(ctx context.Context, agents []*agent.Agent) error {
+	if len(agents) > 1 {
+		gate := make(chan struct{}, StartConcurrency)
+		for _, a := range agents {
+			a.SetStartGate(gate)
+		}
+	}
 	spread := time.Duration(len(agents)/100) * time.Second
 	var wg sync.WaitGroup
 	errs := make(chan error, len(agents))
