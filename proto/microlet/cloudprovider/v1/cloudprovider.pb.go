@@ -7,8 +7,9 @@
 // Package microlet.cloudprovider.v1 is microlet's cloud-provider plug-in API.
 // Any process, in any language, serves it on a unix socket; cloudsyncd's
 // "external" provider calls it. It follows the shape of k8s.io/cloud-provider's
-// InstancesV2 so a provider written for the cloud-controller-manager maps onto it
-// one to one, but it carries plain messages rather than Kubernetes objects.
+// InstancesV2, LoadBalancer and Routes so a provider written for the
+// cloud-controller-manager maps onto it one to one, but it carries plain
+// messages rather than Kubernetes objects.
 
 package cloudproviderv1
 
@@ -35,6 +36,10 @@ const (
 	Capability_CAPABILITY_UNSPECIFIED Capability = 0
 	// CAPABILITY_INSTANCES means InstancesService is served.
 	Capability_CAPABILITY_INSTANCES Capability = 1
+	// CAPABILITY_LOAD_BALANCER means LoadBalancerService is served.
+	Capability_CAPABILITY_LOAD_BALANCER Capability = 2
+	// CAPABILITY_ROUTES means RoutesService is served.
+	Capability_CAPABILITY_ROUTES Capability = 3
 )
 
 // Enum value maps for Capability.
@@ -42,10 +47,14 @@ var (
 	Capability_name = map[int32]string{
 		0: "CAPABILITY_UNSPECIFIED",
 		1: "CAPABILITY_INSTANCES",
+		2: "CAPABILITY_LOAD_BALANCER",
+		3: "CAPABILITY_ROUTES",
 	}
 	Capability_value = map[string]int32{
-		"CAPABILITY_UNSPECIFIED": 0,
-		"CAPABILITY_INSTANCES":   1,
+		"CAPABILITY_UNSPECIFIED":   0,
+		"CAPABILITY_INSTANCES":     1,
+		"CAPABILITY_LOAD_BALANCER": 2,
+		"CAPABILITY_ROUTES":        3,
 	}
 )
 
@@ -74,6 +83,173 @@ func (x Capability) Number() protoreflect.EnumNumber {
 // Deprecated: Use Capability.Descriptor instead.
 func (Capability) EnumDescriptor() ([]byte, []int) {
 	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{0}
+}
+
+// Protocol is a port's protocol (core/v1 Protocol).
+type Protocol int32
+
+const (
+	// PROTOCOL_UNSPECIFIED is never sent.
+	Protocol_PROTOCOL_UNSPECIFIED Protocol = 0
+	// PROTOCOL_TCP is core/v1 "TCP".
+	Protocol_PROTOCOL_TCP Protocol = 1
+	// PROTOCOL_UDP is core/v1 "UDP".
+	Protocol_PROTOCOL_UDP Protocol = 2
+	// PROTOCOL_SCTP is core/v1 "SCTP".
+	Protocol_PROTOCOL_SCTP Protocol = 3
+)
+
+// Enum value maps for Protocol.
+var (
+	Protocol_name = map[int32]string{
+		0: "PROTOCOL_UNSPECIFIED",
+		1: "PROTOCOL_TCP",
+		2: "PROTOCOL_UDP",
+		3: "PROTOCOL_SCTP",
+	}
+	Protocol_value = map[string]int32{
+		"PROTOCOL_UNSPECIFIED": 0,
+		"PROTOCOL_TCP":         1,
+		"PROTOCOL_UDP":         2,
+		"PROTOCOL_SCTP":        3,
+	}
+)
+
+func (x Protocol) Enum() *Protocol {
+	p := new(Protocol)
+	*p = x
+	return p
+}
+
+func (x Protocol) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Protocol) Descriptor() protoreflect.EnumDescriptor {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_enumTypes[1].Descriptor()
+}
+
+func (Protocol) Type() protoreflect.EnumType {
+	return &file_microlet_cloudprovider_v1_cloudprovider_proto_enumTypes[1]
+}
+
+func (x Protocol) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Protocol.Descriptor instead.
+func (Protocol) EnumDescriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{1}
+}
+
+// ExternalTrafficPolicy says where a balancer may send traffic (core/v1
+// ServiceExternalTrafficPolicy).
+type ExternalTrafficPolicy int32
+
+const (
+	// EXTERNAL_TRAFFIC_POLICY_UNSPECIFIED is sent for Services that are not of
+	// type LoadBalancer or NodePort.
+	ExternalTrafficPolicy_EXTERNAL_TRAFFIC_POLICY_UNSPECIFIED ExternalTrafficPolicy = 0
+	// EXTERNAL_TRAFFIC_POLICY_CLUSTER: any eligible node may receive traffic.
+	ExternalTrafficPolicy_EXTERNAL_TRAFFIC_POLICY_CLUSTER ExternalTrafficPolicy = 1
+	// EXTERNAL_TRAFFIC_POLICY_LOCAL: only nodes with a ready endpoint should,
+	// as health_check_node_port tells.
+	ExternalTrafficPolicy_EXTERNAL_TRAFFIC_POLICY_LOCAL ExternalTrafficPolicy = 2
+)
+
+// Enum value maps for ExternalTrafficPolicy.
+var (
+	ExternalTrafficPolicy_name = map[int32]string{
+		0: "EXTERNAL_TRAFFIC_POLICY_UNSPECIFIED",
+		1: "EXTERNAL_TRAFFIC_POLICY_CLUSTER",
+		2: "EXTERNAL_TRAFFIC_POLICY_LOCAL",
+	}
+	ExternalTrafficPolicy_value = map[string]int32{
+		"EXTERNAL_TRAFFIC_POLICY_UNSPECIFIED": 0,
+		"EXTERNAL_TRAFFIC_POLICY_CLUSTER":     1,
+		"EXTERNAL_TRAFFIC_POLICY_LOCAL":       2,
+	}
+)
+
+func (x ExternalTrafficPolicy) Enum() *ExternalTrafficPolicy {
+	p := new(ExternalTrafficPolicy)
+	*p = x
+	return p
+}
+
+func (x ExternalTrafficPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ExternalTrafficPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_enumTypes[2].Descriptor()
+}
+
+func (ExternalTrafficPolicy) Type() protoreflect.EnumType {
+	return &file_microlet_cloudprovider_v1_cloudprovider_proto_enumTypes[2]
+}
+
+func (x ExternalTrafficPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ExternalTrafficPolicy.Descriptor instead.
+func (ExternalTrafficPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{2}
+}
+
+// IPMode says how traffic reaches the backends through a balancer's IP
+// (core/v1 LoadBalancerIPMode).
+type IPMode int32
+
+const (
+	// IP_MODE_UNSPECIFIED leaves the field unset (the API server treats it as VIP).
+	IPMode_IP_MODE_UNSPECIFIED IPMode = 0
+	// IP_MODE_VIP: packets reach the node with the balancer's IP as destination.
+	IPMode_IP_MODE_VIP IPMode = 1
+	// IP_MODE_PROXY: the balancer proxies; packets reach the node addressed to it.
+	IPMode_IP_MODE_PROXY IPMode = 2
+)
+
+// Enum value maps for IPMode.
+var (
+	IPMode_name = map[int32]string{
+		0: "IP_MODE_UNSPECIFIED",
+		1: "IP_MODE_VIP",
+		2: "IP_MODE_PROXY",
+	}
+	IPMode_value = map[string]int32{
+		"IP_MODE_UNSPECIFIED": 0,
+		"IP_MODE_VIP":         1,
+		"IP_MODE_PROXY":       2,
+	}
+)
+
+func (x IPMode) Enum() *IPMode {
+	p := new(IPMode)
+	*p = x
+	return p
+}
+
+func (x IPMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IPMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_enumTypes[3].Descriptor()
+}
+
+func (IPMode) Type() protoreflect.EnumType {
+	return &file_microlet_cloudprovider_v1_cloudprovider_proto_enumTypes[3]
+}
+
+func (x IPMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IPMode.Descriptor instead.
+func (IPMode) EnumDescriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{3}
 }
 
 // NodeAddressType is the kind of a node address (core/v1 NodeAddressType).
@@ -125,11 +301,11 @@ func (x NodeAddressType) String() string {
 }
 
 func (NodeAddressType) Descriptor() protoreflect.EnumDescriptor {
-	return file_microlet_cloudprovider_v1_cloudprovider_proto_enumTypes[1].Descriptor()
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_enumTypes[4].Descriptor()
 }
 
 func (NodeAddressType) Type() protoreflect.EnumType {
-	return &file_microlet_cloudprovider_v1_cloudprovider_proto_enumTypes[1]
+	return &file_microlet_cloudprovider_v1_cloudprovider_proto_enumTypes[4]
 }
 
 func (x NodeAddressType) Number() protoreflect.EnumNumber {
@@ -138,7 +314,7 @@ func (x NodeAddressType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NodeAddressType.Descriptor instead.
 func (NodeAddressType) EnumDescriptor() ([]byte, []int) {
-	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{1}
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{4}
 }
 
 // Node names the node a question is about.
@@ -673,6 +849,1271 @@ func (x *InstanceMetadataResponse) GetAdditionalLabels() map[string]string {
 	return nil
 }
 
+// Service is the part of a Kubernetes Service a load balancer needs.
+type Service struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace of the Service.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// name of the Service.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// uid of the Service; stable for its lifetime, unlike namespace/name reuse.
+	Uid string `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	// load_balancer_name is the name cloudsyncd gives the balancer
+	// (k8s.io/cloud-provider DefaultLoadBalancerName: "a" + the UID without dashes, 32 characters at most).
+	LoadBalancerName string `protobuf:"bytes,4,opt,name=load_balancer_name,json=loadBalancerName,proto3" json:"load_balancer_name,omitempty"`
+	// ports of the Service.
+	Ports []*ServicePort `protobuf:"bytes,5,rep,name=ports,proto3" json:"ports,omitempty"`
+	// external_traffic_policy of the Service.
+	ExternalTrafficPolicy ExternalTrafficPolicy `protobuf:"varint,6,opt,name=external_traffic_policy,json=externalTrafficPolicy,proto3,enum=microlet.cloudprovider.v1.ExternalTrafficPolicy" json:"external_traffic_policy,omitempty"`
+	// health_check_node_port is the node port answering /healthz for
+	// EXTERNAL_TRAFFIC_POLICY_LOCAL, else 0.
+	HealthCheckNodePort int32 `protobuf:"varint,7,opt,name=health_check_node_port,json=healthCheckNodePort,proto3" json:"health_check_node_port,omitempty"`
+	// load_balancer_ip is spec.loadBalancerIP: the address asked for, or empty.
+	LoadBalancerIp string `protobuf:"bytes,8,opt,name=load_balancer_ip,json=loadBalancerIp,proto3" json:"load_balancer_ip,omitempty"`
+	// load_balancer_source_ranges are the client CIDRs allowed, empty for all.
+	LoadBalancerSourceRanges []string `protobuf:"bytes,9,rep,name=load_balancer_source_ranges,json=loadBalancerSourceRanges,proto3" json:"load_balancer_source_ranges,omitempty"`
+	// annotations of the Service, where providers read their own settings.
+	Annotations map[string]string `protobuf:"bytes,10,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// cluster_ips of the Service.
+	ClusterIps []string `protobuf:"bytes,11,rep,name=cluster_ips,json=clusterIps,proto3" json:"cluster_ips,omitempty"`
+	// ip_families of the Service ("IPv4", "IPv6"), in order of preference.
+	IpFamilies    []string `protobuf:"bytes,12,rep,name=ip_families,json=ipFamilies,proto3" json:"ip_families,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Service) Reset() {
+	*x = Service{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Service) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Service) ProtoMessage() {}
+
+func (x *Service) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Service.ProtoReflect.Descriptor instead.
+func (*Service) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Service) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Service) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Service) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *Service) GetLoadBalancerName() string {
+	if x != nil {
+		return x.LoadBalancerName
+	}
+	return ""
+}
+
+func (x *Service) GetPorts() []*ServicePort {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+func (x *Service) GetExternalTrafficPolicy() ExternalTrafficPolicy {
+	if x != nil {
+		return x.ExternalTrafficPolicy
+	}
+	return ExternalTrafficPolicy_EXTERNAL_TRAFFIC_POLICY_UNSPECIFIED
+}
+
+func (x *Service) GetHealthCheckNodePort() int32 {
+	if x != nil {
+		return x.HealthCheckNodePort
+	}
+	return 0
+}
+
+func (x *Service) GetLoadBalancerIp() string {
+	if x != nil {
+		return x.LoadBalancerIp
+	}
+	return ""
+}
+
+func (x *Service) GetLoadBalancerSourceRanges() []string {
+	if x != nil {
+		return x.LoadBalancerSourceRanges
+	}
+	return nil
+}
+
+func (x *Service) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *Service) GetClusterIps() []string {
+	if x != nil {
+		return x.ClusterIps
+	}
+	return nil
+}
+
+func (x *Service) GetIpFamilies() []string {
+	if x != nil {
+		return x.IpFamilies
+	}
+	return nil
+}
+
+// ServicePort is one port of a Service.
+type ServicePort struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name of the port, empty when the Service has one port.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// protocol of the port.
+	Protocol Protocol `protobuf:"varint,2,opt,name=protocol,proto3,enum=microlet.cloudprovider.v1.Protocol" json:"protocol,omitempty"`
+	// port the balancer listens on.
+	Port int32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	// node_port the Service is reachable on at every node, 0 when none is allocated.
+	NodePort int32 `protobuf:"varint,4,opt,name=node_port,json=nodePort,proto3" json:"node_port,omitempty"`
+	// target_port is the port or port name on the backends.
+	TargetPort    string `protobuf:"bytes,5,opt,name=target_port,json=targetPort,proto3" json:"target_port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServicePort) Reset() {
+	*x = ServicePort{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServicePort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServicePort) ProtoMessage() {}
+
+func (x *ServicePort) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
+func (*ServicePort) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ServicePort) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ServicePort) GetProtocol() Protocol {
+	if x != nil {
+		return x.Protocol
+	}
+	return Protocol_PROTOCOL_UNSPECIFIED
+}
+
+func (x *ServicePort) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *ServicePort) GetNodePort() int32 {
+	if x != nil {
+		return x.NodePort
+	}
+	return 0
+}
+
+func (x *ServicePort) GetTargetPort() string {
+	if x != nil {
+		return x.TargetPort
+	}
+	return ""
+}
+
+// TargetNode is a node a balancer may send traffic to.
+type TargetNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the Kubernetes Node name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// provider_id is the Node's spec.providerID, empty when not set.
+	ProviderId string `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	// addresses are the Node's status.addresses.
+	Addresses []*NodeAddress `protobuf:"bytes,3,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	// labels of the Node (topology, instance type).
+	Labels        map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TargetNode) Reset() {
+	*x = TargetNode{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TargetNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TargetNode) ProtoMessage() {}
+
+func (x *TargetNode) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TargetNode.ProtoReflect.Descriptor instead.
+func (*TargetNode) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TargetNode) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TargetNode) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+func (x *TargetNode) GetAddresses() []*NodeAddress {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+func (x *TargetNode) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+// PortStatus is the state of one port of a balancer's ingress.
+type PortStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// port number.
+	Port int32 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	// protocol of the port.
+	Protocol Protocol `protobuf:"varint,2,opt,name=protocol,proto3,enum=microlet.cloudprovider.v1.Protocol" json:"protocol,omitempty"`
+	// error is a CamelCase reason the port does not work, empty when it does.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortStatus) Reset() {
+	*x = PortStatus{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortStatus) ProtoMessage() {}
+
+func (x *PortStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortStatus.ProtoReflect.Descriptor instead.
+func (*PortStatus) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PortStatus) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *PortStatus) GetProtocol() Protocol {
+	if x != nil {
+		return x.Protocol
+	}
+	return Protocol_PROTOCOL_UNSPECIFIED
+}
+
+func (x *PortStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// LoadBalancerIngress is one address a balancer is reached on.
+type LoadBalancerIngress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ip of the balancer, empty when it has a hostname only.
+	Ip string `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"`
+	// hostname of the balancer, empty when it has an IP only.
+	Hostname string `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	// ports and their state; may be empty.
+	Ports []*PortStatus `protobuf:"bytes,3,rep,name=ports,proto3" json:"ports,omitempty"`
+	// ip_mode of ip.
+	IpMode        IPMode `protobuf:"varint,4,opt,name=ip_mode,json=ipMode,proto3,enum=microlet.cloudprovider.v1.IPMode" json:"ip_mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadBalancerIngress) Reset() {
+	*x = LoadBalancerIngress{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadBalancerIngress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadBalancerIngress) ProtoMessage() {}
+
+func (x *LoadBalancerIngress) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadBalancerIngress.ProtoReflect.Descriptor instead.
+func (*LoadBalancerIngress) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LoadBalancerIngress) GetIp() string {
+	if x != nil {
+		return x.Ip
+	}
+	return ""
+}
+
+func (x *LoadBalancerIngress) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *LoadBalancerIngress) GetPorts() []*PortStatus {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+func (x *LoadBalancerIngress) GetIpMode() IPMode {
+	if x != nil {
+		return x.IpMode
+	}
+	return IPMode_IP_MODE_UNSPECIFIED
+}
+
+// LoadBalancerStatus is a balancer's status (core/v1 LoadBalancerStatus).
+type LoadBalancerStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ingress addresses of the balancer.
+	Ingress       []*LoadBalancerIngress `protobuf:"bytes,1,rep,name=ingress,proto3" json:"ingress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadBalancerStatus) Reset() {
+	*x = LoadBalancerStatus{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadBalancerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadBalancerStatus) ProtoMessage() {}
+
+func (x *LoadBalancerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadBalancerStatus.ProtoReflect.Descriptor instead.
+func (*LoadBalancerStatus) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *LoadBalancerStatus) GetIngress() []*LoadBalancerIngress {
+	if x != nil {
+		return x.Ingress
+	}
+	return nil
+}
+
+// GetLoadBalancerRequest asks about a Service's balancer.
+type GetLoadBalancerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster_name is the cluster's name, to tell clusters sharing an account apart.
+	ClusterName string `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// service the balancer belongs to.
+	Service       *Service `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLoadBalancerRequest) Reset() {
+	*x = GetLoadBalancerRequest{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLoadBalancerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLoadBalancerRequest) ProtoMessage() {}
+
+func (x *GetLoadBalancerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLoadBalancerRequest.ProtoReflect.Descriptor instead.
+func (*GetLoadBalancerRequest) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetLoadBalancerRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *GetLoadBalancerRequest) GetService() *Service {
+	if x != nil {
+		return x.Service
+	}
+	return nil
+}
+
+// GetLoadBalancerResponse answers GetLoadBalancer.
+type GetLoadBalancerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// exists is false when the Service has no balancer.
+	Exists bool `protobuf:"varint,1,opt,name=exists,proto3" json:"exists,omitempty"`
+	// status of the balancer when it exists.
+	Status        *LoadBalancerStatus `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLoadBalancerResponse) Reset() {
+	*x = GetLoadBalancerResponse{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLoadBalancerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLoadBalancerResponse) ProtoMessage() {}
+
+func (x *GetLoadBalancerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLoadBalancerResponse.ProtoReflect.Descriptor instead.
+func (*GetLoadBalancerResponse) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GetLoadBalancerResponse) GetExists() bool {
+	if x != nil {
+		return x.Exists
+	}
+	return false
+}
+
+func (x *GetLoadBalancerResponse) GetStatus() *LoadBalancerStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// EnsureLoadBalancerRequest asks for a Service's balancer to exist as described.
+type EnsureLoadBalancerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster_name is the cluster's name.
+	ClusterName string `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// service the balancer belongs to.
+	Service *Service `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
+	// nodes the balancer may send traffic to.
+	Nodes         []*TargetNode `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnsureLoadBalancerRequest) Reset() {
+	*x = EnsureLoadBalancerRequest{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnsureLoadBalancerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnsureLoadBalancerRequest) ProtoMessage() {}
+
+func (x *EnsureLoadBalancerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnsureLoadBalancerRequest.ProtoReflect.Descriptor instead.
+func (*EnsureLoadBalancerRequest) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *EnsureLoadBalancerRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *EnsureLoadBalancerRequest) GetService() *Service {
+	if x != nil {
+		return x.Service
+	}
+	return nil
+}
+
+func (x *EnsureLoadBalancerRequest) GetNodes() []*TargetNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// EnsureLoadBalancerResponse answers EnsureLoadBalancer.
+type EnsureLoadBalancerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// status of the balancer; it becomes the Service's status.loadBalancer.
+	Status        *LoadBalancerStatus `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnsureLoadBalancerResponse) Reset() {
+	*x = EnsureLoadBalancerResponse{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnsureLoadBalancerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnsureLoadBalancerResponse) ProtoMessage() {}
+
+func (x *EnsureLoadBalancerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnsureLoadBalancerResponse.ProtoReflect.Descriptor instead.
+func (*EnsureLoadBalancerResponse) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *EnsureLoadBalancerResponse) GetStatus() *LoadBalancerStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// UpdateLoadBalancerRequest asks for a balancer's nodes to change.
+type UpdateLoadBalancerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster_name is the cluster's name.
+	ClusterName string `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// service the balancer belongs to.
+	Service *Service `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
+	// nodes the balancer may send traffic to.
+	Nodes         []*TargetNode `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateLoadBalancerRequest) Reset() {
+	*x = UpdateLoadBalancerRequest{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateLoadBalancerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateLoadBalancerRequest) ProtoMessage() {}
+
+func (x *UpdateLoadBalancerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateLoadBalancerRequest.ProtoReflect.Descriptor instead.
+func (*UpdateLoadBalancerRequest) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *UpdateLoadBalancerRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *UpdateLoadBalancerRequest) GetService() *Service {
+	if x != nil {
+		return x.Service
+	}
+	return nil
+}
+
+func (x *UpdateLoadBalancerRequest) GetNodes() []*TargetNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// UpdateLoadBalancerResponse answers UpdateLoadBalancer.
+type UpdateLoadBalancerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateLoadBalancerResponse) Reset() {
+	*x = UpdateLoadBalancerResponse{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateLoadBalancerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateLoadBalancerResponse) ProtoMessage() {}
+
+func (x *UpdateLoadBalancerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateLoadBalancerResponse.ProtoReflect.Descriptor instead.
+func (*UpdateLoadBalancerResponse) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{21}
+}
+
+// EnsureLoadBalancerDeletedRequest asks for a Service's balancer to be gone.
+type EnsureLoadBalancerDeletedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster_name is the cluster's name.
+	ClusterName string `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// service the balancer belongs to.
+	Service       *Service `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnsureLoadBalancerDeletedRequest) Reset() {
+	*x = EnsureLoadBalancerDeletedRequest{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnsureLoadBalancerDeletedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnsureLoadBalancerDeletedRequest) ProtoMessage() {}
+
+func (x *EnsureLoadBalancerDeletedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnsureLoadBalancerDeletedRequest.ProtoReflect.Descriptor instead.
+func (*EnsureLoadBalancerDeletedRequest) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *EnsureLoadBalancerDeletedRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *EnsureLoadBalancerDeletedRequest) GetService() *Service {
+	if x != nil {
+		return x.Service
+	}
+	return nil
+}
+
+// EnsureLoadBalancerDeletedResponse answers EnsureLoadBalancerDeleted.
+type EnsureLoadBalancerDeletedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnsureLoadBalancerDeletedResponse) Reset() {
+	*x = EnsureLoadBalancerDeletedResponse{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnsureLoadBalancerDeletedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnsureLoadBalancerDeletedResponse) ProtoMessage() {}
+
+func (x *EnsureLoadBalancerDeletedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnsureLoadBalancerDeletedResponse.ProtoReflect.Descriptor instead.
+func (*EnsureLoadBalancerDeletedResponse) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{23}
+}
+
+// Route sends a CIDR to a node.
+type Route struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name of the route as the provider knows it.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// target_node is the name of the Node the route sends to.
+	TargetNode string `protobuf:"bytes,2,opt,name=target_node,json=targetNode,proto3" json:"target_node,omitempty"`
+	// target_node_addresses are the Node's addresses, when the provider routes by address.
+	TargetNodeAddresses []*NodeAddress `protobuf:"bytes,3,rep,name=target_node_addresses,json=targetNodeAddresses,proto3" json:"target_node_addresses,omitempty"`
+	// destination_cidr is the CIDR routed, such as the node's pod CIDR.
+	DestinationCidr string `protobuf:"bytes,4,opt,name=destination_cidr,json=destinationCidr,proto3" json:"destination_cidr,omitempty"`
+	// blackhole is true for a route whose target no longer exists.
+	Blackhole     bool `protobuf:"varint,5,opt,name=blackhole,proto3" json:"blackhole,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Route) Reset() {
+	*x = Route{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Route) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Route) ProtoMessage() {}
+
+func (x *Route) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Route.ProtoReflect.Descriptor instead.
+func (*Route) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Route) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Route) GetTargetNode() string {
+	if x != nil {
+		return x.TargetNode
+	}
+	return ""
+}
+
+func (x *Route) GetTargetNodeAddresses() []*NodeAddress {
+	if x != nil {
+		return x.TargetNodeAddresses
+	}
+	return nil
+}
+
+func (x *Route) GetDestinationCidr() string {
+	if x != nil {
+		return x.DestinationCidr
+	}
+	return ""
+}
+
+func (x *Route) GetBlackhole() bool {
+	if x != nil {
+		return x.Blackhole
+	}
+	return false
+}
+
+// ListRoutesRequest asks for the cluster's routes.
+type ListRoutesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster_name is the cluster's name.
+	ClusterName   string `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRoutesRequest) Reset() {
+	*x = ListRoutesRequest{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRoutesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRoutesRequest) ProtoMessage() {}
+
+func (x *ListRoutesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRoutesRequest.ProtoReflect.Descriptor instead.
+func (*ListRoutesRequest) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListRoutesRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+// ListRoutesResponse answers ListRoutes.
+type ListRoutesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// routes of the cluster.
+	Routes        []*Route `protobuf:"bytes,1,rep,name=routes,proto3" json:"routes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRoutesResponse) Reset() {
+	*x = ListRoutesResponse{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRoutesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRoutesResponse) ProtoMessage() {}
+
+func (x *ListRoutesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRoutesResponse.ProtoReflect.Descriptor instead.
+func (*ListRoutesResponse) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListRoutesResponse) GetRoutes() []*Route {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
+// CreateRouteRequest asks for a route to be created.
+type CreateRouteRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster_name is the cluster's name.
+	ClusterName string `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// name_hint is a name unique to this route the provider may use.
+	NameHint string `protobuf:"bytes,2,opt,name=name_hint,json=nameHint,proto3" json:"name_hint,omitempty"`
+	// route to create.
+	Route         *Route `protobuf:"bytes,3,opt,name=route,proto3" json:"route,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateRouteRequest) Reset() {
+	*x = CreateRouteRequest{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRouteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRouteRequest) ProtoMessage() {}
+
+func (x *CreateRouteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRouteRequest.ProtoReflect.Descriptor instead.
+func (*CreateRouteRequest) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CreateRouteRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *CreateRouteRequest) GetNameHint() string {
+	if x != nil {
+		return x.NameHint
+	}
+	return ""
+}
+
+func (x *CreateRouteRequest) GetRoute() *Route {
+	if x != nil {
+		return x.Route
+	}
+	return nil
+}
+
+// CreateRouteResponse answers CreateRoute.
+type CreateRouteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateRouteResponse) Reset() {
+	*x = CreateRouteResponse{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRouteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRouteResponse) ProtoMessage() {}
+
+func (x *CreateRouteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRouteResponse.ProtoReflect.Descriptor instead.
+func (*CreateRouteResponse) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{28}
+}
+
+// DeleteRouteRequest asks for a route to be deleted.
+type DeleteRouteRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster_name is the cluster's name.
+	ClusterName string `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// route to delete, as ListRoutes returned it.
+	Route         *Route `protobuf:"bytes,2,opt,name=route,proto3" json:"route,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRouteRequest) Reset() {
+	*x = DeleteRouteRequest{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRouteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRouteRequest) ProtoMessage() {}
+
+func (x *DeleteRouteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRouteRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRouteRequest) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DeleteRouteRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *DeleteRouteRequest) GetRoute() *Route {
+	if x != nil {
+		return x.Route
+	}
+	return nil
+}
+
+// DeleteRouteResponse answers DeleteRoute.
+type DeleteRouteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRouteResponse) Reset() {
+	*x = DeleteRouteResponse{}
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRouteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRouteResponse) ProtoMessage() {}
+
+func (x *DeleteRouteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRouteResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRouteResponse) Descriptor() ([]byte, []int) {
+	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP(), []int{30}
+}
+
 var File_microlet_cloudprovider_v1_cloudprovider_proto protoreflect.FileDescriptor
 
 const file_microlet_cloudprovider_v1_cloudprovider_proto_rawDesc = "" +
@@ -710,11 +2151,115 @@ const file_microlet_cloudprovider_v1_cloudprovider_proto_rawDesc = "" +
 	"\x11additional_labels\x18\x06 \x03(\v2I.microlet.cloudprovider.v1.InstanceMetadataResponse.AdditionalLabelsEntryR\x10additionalLabels\x1aC\n" +
 	"\x15AdditionalLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*B\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x05\n" +
+	"\aService\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\x12,\n" +
+	"\x12load_balancer_name\x18\x04 \x01(\tR\x10loadBalancerName\x12<\n" +
+	"\x05ports\x18\x05 \x03(\v2&.microlet.cloudprovider.v1.ServicePortR\x05ports\x12h\n" +
+	"\x17external_traffic_policy\x18\x06 \x01(\x0e20.microlet.cloudprovider.v1.ExternalTrafficPolicyR\x15externalTrafficPolicy\x123\n" +
+	"\x16health_check_node_port\x18\a \x01(\x05R\x13healthCheckNodePort\x12(\n" +
+	"\x10load_balancer_ip\x18\b \x01(\tR\x0eloadBalancerIp\x12=\n" +
+	"\x1bload_balancer_source_ranges\x18\t \x03(\tR\x18loadBalancerSourceRanges\x12U\n" +
+	"\vannotations\x18\n" +
+	" \x03(\v23.microlet.cloudprovider.v1.Service.AnnotationsEntryR\vannotations\x12\x1f\n" +
+	"\vcluster_ips\x18\v \x03(\tR\n" +
+	"clusterIps\x12\x1f\n" +
+	"\vip_families\x18\f \x03(\tR\n" +
+	"ipFamilies\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb4\x01\n" +
+	"\vServicePort\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12?\n" +
+	"\bprotocol\x18\x02 \x01(\x0e2#.microlet.cloudprovider.v1.ProtocolR\bprotocol\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port\x12\x1b\n" +
+	"\tnode_port\x18\x04 \x01(\x05R\bnodePort\x12\x1f\n" +
+	"\vtarget_port\x18\x05 \x01(\tR\n" +
+	"targetPort\"\x8d\x02\n" +
+	"\n" +
+	"TargetNode\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vprovider_id\x18\x02 \x01(\tR\n" +
+	"providerId\x12D\n" +
+	"\taddresses\x18\x03 \x03(\v2&.microlet.cloudprovider.v1.NodeAddressR\taddresses\x12I\n" +
+	"\x06labels\x18\x04 \x03(\v21.microlet.cloudprovider.v1.TargetNode.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"w\n" +
+	"\n" +
+	"PortStatus\x12\x12\n" +
+	"\x04port\x18\x01 \x01(\x05R\x04port\x12?\n" +
+	"\bprotocol\x18\x02 \x01(\x0e2#.microlet.cloudprovider.v1.ProtocolR\bprotocol\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xba\x01\n" +
+	"\x13LoadBalancerIngress\x12\x0e\n" +
+	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x1a\n" +
+	"\bhostname\x18\x02 \x01(\tR\bhostname\x12;\n" +
+	"\x05ports\x18\x03 \x03(\v2%.microlet.cloudprovider.v1.PortStatusR\x05ports\x12:\n" +
+	"\aip_mode\x18\x04 \x01(\x0e2!.microlet.cloudprovider.v1.IPModeR\x06ipMode\"^\n" +
+	"\x12LoadBalancerStatus\x12H\n" +
+	"\aingress\x18\x01 \x03(\v2..microlet.cloudprovider.v1.LoadBalancerIngressR\aingress\"y\n" +
+	"\x16GetLoadBalancerRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12<\n" +
+	"\aservice\x18\x02 \x01(\v2\".microlet.cloudprovider.v1.ServiceR\aservice\"x\n" +
+	"\x17GetLoadBalancerResponse\x12\x16\n" +
+	"\x06exists\x18\x01 \x01(\bR\x06exists\x12E\n" +
+	"\x06status\x18\x02 \x01(\v2-.microlet.cloudprovider.v1.LoadBalancerStatusR\x06status\"\xb9\x01\n" +
+	"\x19EnsureLoadBalancerRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12<\n" +
+	"\aservice\x18\x02 \x01(\v2\".microlet.cloudprovider.v1.ServiceR\aservice\x12;\n" +
+	"\x05nodes\x18\x03 \x03(\v2%.microlet.cloudprovider.v1.TargetNodeR\x05nodes\"c\n" +
+	"\x1aEnsureLoadBalancerResponse\x12E\n" +
+	"\x06status\x18\x01 \x01(\v2-.microlet.cloudprovider.v1.LoadBalancerStatusR\x06status\"\xb9\x01\n" +
+	"\x19UpdateLoadBalancerRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12<\n" +
+	"\aservice\x18\x02 \x01(\v2\".microlet.cloudprovider.v1.ServiceR\aservice\x12;\n" +
+	"\x05nodes\x18\x03 \x03(\v2%.microlet.cloudprovider.v1.TargetNodeR\x05nodes\"\x1c\n" +
+	"\x1aUpdateLoadBalancerResponse\"\x83\x01\n" +
+	" EnsureLoadBalancerDeletedRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12<\n" +
+	"\aservice\x18\x02 \x01(\v2\".microlet.cloudprovider.v1.ServiceR\aservice\"#\n" +
+	"!EnsureLoadBalancerDeletedResponse\"\xe1\x01\n" +
+	"\x05Route\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vtarget_node\x18\x02 \x01(\tR\n" +
+	"targetNode\x12Z\n" +
+	"\x15target_node_addresses\x18\x03 \x03(\v2&.microlet.cloudprovider.v1.NodeAddressR\x13targetNodeAddresses\x12)\n" +
+	"\x10destination_cidr\x18\x04 \x01(\tR\x0fdestinationCidr\x12\x1c\n" +
+	"\tblackhole\x18\x05 \x01(\bR\tblackhole\"6\n" +
+	"\x11ListRoutesRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"N\n" +
+	"\x12ListRoutesResponse\x128\n" +
+	"\x06routes\x18\x01 \x03(\v2 .microlet.cloudprovider.v1.RouteR\x06routes\"\x8c\x01\n" +
+	"\x12CreateRouteRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1b\n" +
+	"\tname_hint\x18\x02 \x01(\tR\bnameHint\x126\n" +
+	"\x05route\x18\x03 \x01(\v2 .microlet.cloudprovider.v1.RouteR\x05route\"\x15\n" +
+	"\x13CreateRouteResponse\"o\n" +
+	"\x12DeleteRouteRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x126\n" +
+	"\x05route\x18\x02 \x01(\v2 .microlet.cloudprovider.v1.RouteR\x05route\"\x15\n" +
+	"\x13DeleteRouteResponse*w\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x18\n" +
-	"\x14CAPABILITY_INSTANCES\x10\x01*\xe2\x01\n" +
+	"\x14CAPABILITY_INSTANCES\x10\x01\x12\x1c\n" +
+	"\x18CAPABILITY_LOAD_BALANCER\x10\x02\x12\x15\n" +
+	"\x11CAPABILITY_ROUTES\x10\x03*[\n" +
+	"\bProtocol\x12\x18\n" +
+	"\x14PROTOCOL_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fPROTOCOL_TCP\x10\x01\x12\x10\n" +
+	"\fPROTOCOL_UDP\x10\x02\x12\x11\n" +
+	"\rPROTOCOL_SCTP\x10\x03*\x88\x01\n" +
+	"\x15ExternalTrafficPolicy\x12'\n" +
+	"#EXTERNAL_TRAFFIC_POLICY_UNSPECIFIED\x10\x00\x12#\n" +
+	"\x1fEXTERNAL_TRAFFIC_POLICY_CLUSTER\x10\x01\x12!\n" +
+	"\x1dEXTERNAL_TRAFFIC_POLICY_LOCAL\x10\x02*E\n" +
+	"\x06IPMode\x12\x17\n" +
+	"\x13IP_MODE_UNSPECIFIED\x10\x00\x12\x0f\n" +
+	"\vIP_MODE_VIP\x10\x01\x12\x11\n" +
+	"\rIP_MODE_PROXY\x10\x02*\xe2\x01\n" +
 	"\x0fNodeAddressType\x12!\n" +
 	"\x1dNODE_ADDRESS_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aNODE_ADDRESS_TYPE_HOSTNAME\x10\x01\x12!\n" +
@@ -727,7 +2272,17 @@ const file_microlet_cloudprovider_v1_cloudprovider_proto_rawDesc = "" +
 	"\x10InstancesService\x12u\n" +
 	"\x0eInstanceExists\x120.microlet.cloudprovider.v1.InstanceExistsRequest\x1a1.microlet.cloudprovider.v1.InstanceExistsResponse\x12{\n" +
 	"\x10InstanceShutdown\x122.microlet.cloudprovider.v1.InstanceShutdownRequest\x1a3.microlet.cloudprovider.v1.InstanceShutdownResponse\x12{\n" +
-	"\x10InstanceMetadata\x122.microlet.cloudprovider.v1.InstanceMetadataRequest\x1a3.microlet.cloudprovider.v1.InstanceMetadataResponseBNZLgithub.com/microlet/microlet/proto/microlet/cloudprovider/v1;cloudproviderv1b\x06proto3"
+	"\x10InstanceMetadata\x122.microlet.cloudprovider.v1.InstanceMetadataRequest\x1a3.microlet.cloudprovider.v1.InstanceMetadataResponse2\xb0\x04\n" +
+	"\x13LoadBalancerService\x12x\n" +
+	"\x0fGetLoadBalancer\x121.microlet.cloudprovider.v1.GetLoadBalancerRequest\x1a2.microlet.cloudprovider.v1.GetLoadBalancerResponse\x12\x81\x01\n" +
+	"\x12EnsureLoadBalancer\x124.microlet.cloudprovider.v1.EnsureLoadBalancerRequest\x1a5.microlet.cloudprovider.v1.EnsureLoadBalancerResponse\x12\x81\x01\n" +
+	"\x12UpdateLoadBalancer\x124.microlet.cloudprovider.v1.UpdateLoadBalancerRequest\x1a5.microlet.cloudprovider.v1.UpdateLoadBalancerResponse\x12\x96\x01\n" +
+	"\x19EnsureLoadBalancerDeleted\x12;.microlet.cloudprovider.v1.EnsureLoadBalancerDeletedRequest\x1a<.microlet.cloudprovider.v1.EnsureLoadBalancerDeletedResponse2\xd6\x02\n" +
+	"\rRoutesService\x12i\n" +
+	"\n" +
+	"ListRoutes\x12,.microlet.cloudprovider.v1.ListRoutesRequest\x1a-.microlet.cloudprovider.v1.ListRoutesResponse\x12l\n" +
+	"\vCreateRoute\x12-.microlet.cloudprovider.v1.CreateRouteRequest\x1a..microlet.cloudprovider.v1.CreateRouteResponse\x12l\n" +
+	"\vDeleteRoute\x12-.microlet.cloudprovider.v1.DeleteRouteRequest\x1a..microlet.cloudprovider.v1.DeleteRouteResponseBNZLgithub.com/microlet/microlet/proto/microlet/cloudprovider/v1;cloudproviderv1b\x06proto3"
 
 var (
 	file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescOnce sync.Once
@@ -741,44 +2296,106 @@ func file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescGZIP() []byte {
 	return file_microlet_cloudprovider_v1_cloudprovider_proto_rawDescData
 }
 
-var file_microlet_cloudprovider_v1_cloudprovider_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_microlet_cloudprovider_v1_cloudprovider_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_microlet_cloudprovider_v1_cloudprovider_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_microlet_cloudprovider_v1_cloudprovider_proto_goTypes = []any{
-	(Capability)(0),                  // 0: microlet.cloudprovider.v1.Capability
-	(NodeAddressType)(0),             // 1: microlet.cloudprovider.v1.NodeAddressType
-	(*Node)(nil),                     // 2: microlet.cloudprovider.v1.Node
-	(*NodeAddress)(nil),              // 3: microlet.cloudprovider.v1.NodeAddress
-	(*GetInfoRequest)(nil),           // 4: microlet.cloudprovider.v1.GetInfoRequest
-	(*GetInfoResponse)(nil),          // 5: microlet.cloudprovider.v1.GetInfoResponse
-	(*InstanceExistsRequest)(nil),    // 6: microlet.cloudprovider.v1.InstanceExistsRequest
-	(*InstanceExistsResponse)(nil),   // 7: microlet.cloudprovider.v1.InstanceExistsResponse
-	(*InstanceShutdownRequest)(nil),  // 8: microlet.cloudprovider.v1.InstanceShutdownRequest
-	(*InstanceShutdownResponse)(nil), // 9: microlet.cloudprovider.v1.InstanceShutdownResponse
-	(*InstanceMetadataRequest)(nil),  // 10: microlet.cloudprovider.v1.InstanceMetadataRequest
-	(*InstanceMetadataResponse)(nil), // 11: microlet.cloudprovider.v1.InstanceMetadataResponse
-	nil,                              // 12: microlet.cloudprovider.v1.InstanceMetadataResponse.AdditionalLabelsEntry
+	(Capability)(0),                           // 0: microlet.cloudprovider.v1.Capability
+	(Protocol)(0),                             // 1: microlet.cloudprovider.v1.Protocol
+	(ExternalTrafficPolicy)(0),                // 2: microlet.cloudprovider.v1.ExternalTrafficPolicy
+	(IPMode)(0),                               // 3: microlet.cloudprovider.v1.IPMode
+	(NodeAddressType)(0),                      // 4: microlet.cloudprovider.v1.NodeAddressType
+	(*Node)(nil),                              // 5: microlet.cloudprovider.v1.Node
+	(*NodeAddress)(nil),                       // 6: microlet.cloudprovider.v1.NodeAddress
+	(*GetInfoRequest)(nil),                    // 7: microlet.cloudprovider.v1.GetInfoRequest
+	(*GetInfoResponse)(nil),                   // 8: microlet.cloudprovider.v1.GetInfoResponse
+	(*InstanceExistsRequest)(nil),             // 9: microlet.cloudprovider.v1.InstanceExistsRequest
+	(*InstanceExistsResponse)(nil),            // 10: microlet.cloudprovider.v1.InstanceExistsResponse
+	(*InstanceShutdownRequest)(nil),           // 11: microlet.cloudprovider.v1.InstanceShutdownRequest
+	(*InstanceShutdownResponse)(nil),          // 12: microlet.cloudprovider.v1.InstanceShutdownResponse
+	(*InstanceMetadataRequest)(nil),           // 13: microlet.cloudprovider.v1.InstanceMetadataRequest
+	(*InstanceMetadataResponse)(nil),          // 14: microlet.cloudprovider.v1.InstanceMetadataResponse
+	(*Service)(nil),                           // 15: microlet.cloudprovider.v1.Service
+	(*ServicePort)(nil),                       // 16: microlet.cloudprovider.v1.ServicePort
+	(*TargetNode)(nil),                        // 17: microlet.cloudprovider.v1.TargetNode
+	(*PortStatus)(nil),                        // 18: microlet.cloudprovider.v1.PortStatus
+	(*LoadBalancerIngress)(nil),               // 19: microlet.cloudprovider.v1.LoadBalancerIngress
+	(*LoadBalancerStatus)(nil),                // 20: microlet.cloudprovider.v1.LoadBalancerStatus
+	(*GetLoadBalancerRequest)(nil),            // 21: microlet.cloudprovider.v1.GetLoadBalancerRequest
+	(*GetLoadBalancerResponse)(nil),           // 22: microlet.cloudprovider.v1.GetLoadBalancerResponse
+	(*EnsureLoadBalancerRequest)(nil),         // 23: microlet.cloudprovider.v1.EnsureLoadBalancerRequest
+	(*EnsureLoadBalancerResponse)(nil),        // 24: microlet.cloudprovider.v1.EnsureLoadBalancerResponse
+	(*UpdateLoadBalancerRequest)(nil),         // 25: microlet.cloudprovider.v1.UpdateLoadBalancerRequest
+	(*UpdateLoadBalancerResponse)(nil),        // 26: microlet.cloudprovider.v1.UpdateLoadBalancerResponse
+	(*EnsureLoadBalancerDeletedRequest)(nil),  // 27: microlet.cloudprovider.v1.EnsureLoadBalancerDeletedRequest
+	(*EnsureLoadBalancerDeletedResponse)(nil), // 28: microlet.cloudprovider.v1.EnsureLoadBalancerDeletedResponse
+	(*Route)(nil),                             // 29: microlet.cloudprovider.v1.Route
+	(*ListRoutesRequest)(nil),                 // 30: microlet.cloudprovider.v1.ListRoutesRequest
+	(*ListRoutesResponse)(nil),                // 31: microlet.cloudprovider.v1.ListRoutesResponse
+	(*CreateRouteRequest)(nil),                // 32: microlet.cloudprovider.v1.CreateRouteRequest
+	(*CreateRouteResponse)(nil),               // 33: microlet.cloudprovider.v1.CreateRouteResponse
+	(*DeleteRouteRequest)(nil),                // 34: microlet.cloudprovider.v1.DeleteRouteRequest
+	(*DeleteRouteResponse)(nil),               // 35: microlet.cloudprovider.v1.DeleteRouteResponse
+	nil,                                       // 36: microlet.cloudprovider.v1.InstanceMetadataResponse.AdditionalLabelsEntry
+	nil,                                       // 37: microlet.cloudprovider.v1.Service.AnnotationsEntry
+	nil,                                       // 38: microlet.cloudprovider.v1.TargetNode.LabelsEntry
 }
 var file_microlet_cloudprovider_v1_cloudprovider_proto_depIdxs = []int32{
-	1,  // 0: microlet.cloudprovider.v1.NodeAddress.type:type_name -> microlet.cloudprovider.v1.NodeAddressType
+	4,  // 0: microlet.cloudprovider.v1.NodeAddress.type:type_name -> microlet.cloudprovider.v1.NodeAddressType
 	0,  // 1: microlet.cloudprovider.v1.GetInfoResponse.capabilities:type_name -> microlet.cloudprovider.v1.Capability
-	2,  // 2: microlet.cloudprovider.v1.InstanceExistsRequest.node:type_name -> microlet.cloudprovider.v1.Node
-	2,  // 3: microlet.cloudprovider.v1.InstanceShutdownRequest.node:type_name -> microlet.cloudprovider.v1.Node
-	2,  // 4: microlet.cloudprovider.v1.InstanceMetadataRequest.node:type_name -> microlet.cloudprovider.v1.Node
-	3,  // 5: microlet.cloudprovider.v1.InstanceMetadataResponse.node_addresses:type_name -> microlet.cloudprovider.v1.NodeAddress
-	12, // 6: microlet.cloudprovider.v1.InstanceMetadataResponse.additional_labels:type_name -> microlet.cloudprovider.v1.InstanceMetadataResponse.AdditionalLabelsEntry
-	4,  // 7: microlet.cloudprovider.v1.IdentityService.GetInfo:input_type -> microlet.cloudprovider.v1.GetInfoRequest
-	6,  // 8: microlet.cloudprovider.v1.InstancesService.InstanceExists:input_type -> microlet.cloudprovider.v1.InstanceExistsRequest
-	8,  // 9: microlet.cloudprovider.v1.InstancesService.InstanceShutdown:input_type -> microlet.cloudprovider.v1.InstanceShutdownRequest
-	10, // 10: microlet.cloudprovider.v1.InstancesService.InstanceMetadata:input_type -> microlet.cloudprovider.v1.InstanceMetadataRequest
-	5,  // 11: microlet.cloudprovider.v1.IdentityService.GetInfo:output_type -> microlet.cloudprovider.v1.GetInfoResponse
-	7,  // 12: microlet.cloudprovider.v1.InstancesService.InstanceExists:output_type -> microlet.cloudprovider.v1.InstanceExistsResponse
-	9,  // 13: microlet.cloudprovider.v1.InstancesService.InstanceShutdown:output_type -> microlet.cloudprovider.v1.InstanceShutdownResponse
-	11, // 14: microlet.cloudprovider.v1.InstancesService.InstanceMetadata:output_type -> microlet.cloudprovider.v1.InstanceMetadataResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	5,  // 2: microlet.cloudprovider.v1.InstanceExistsRequest.node:type_name -> microlet.cloudprovider.v1.Node
+	5,  // 3: microlet.cloudprovider.v1.InstanceShutdownRequest.node:type_name -> microlet.cloudprovider.v1.Node
+	5,  // 4: microlet.cloudprovider.v1.InstanceMetadataRequest.node:type_name -> microlet.cloudprovider.v1.Node
+	6,  // 5: microlet.cloudprovider.v1.InstanceMetadataResponse.node_addresses:type_name -> microlet.cloudprovider.v1.NodeAddress
+	36, // 6: microlet.cloudprovider.v1.InstanceMetadataResponse.additional_labels:type_name -> microlet.cloudprovider.v1.InstanceMetadataResponse.AdditionalLabelsEntry
+	16, // 7: microlet.cloudprovider.v1.Service.ports:type_name -> microlet.cloudprovider.v1.ServicePort
+	2,  // 8: microlet.cloudprovider.v1.Service.external_traffic_policy:type_name -> microlet.cloudprovider.v1.ExternalTrafficPolicy
+	37, // 9: microlet.cloudprovider.v1.Service.annotations:type_name -> microlet.cloudprovider.v1.Service.AnnotationsEntry
+	1,  // 10: microlet.cloudprovider.v1.ServicePort.protocol:type_name -> microlet.cloudprovider.v1.Protocol
+	6,  // 11: microlet.cloudprovider.v1.TargetNode.addresses:type_name -> microlet.cloudprovider.v1.NodeAddress
+	38, // 12: microlet.cloudprovider.v1.TargetNode.labels:type_name -> microlet.cloudprovider.v1.TargetNode.LabelsEntry
+	1,  // 13: microlet.cloudprovider.v1.PortStatus.protocol:type_name -> microlet.cloudprovider.v1.Protocol
+	18, // 14: microlet.cloudprovider.v1.LoadBalancerIngress.ports:type_name -> microlet.cloudprovider.v1.PortStatus
+	3,  // 15: microlet.cloudprovider.v1.LoadBalancerIngress.ip_mode:type_name -> microlet.cloudprovider.v1.IPMode
+	19, // 16: microlet.cloudprovider.v1.LoadBalancerStatus.ingress:type_name -> microlet.cloudprovider.v1.LoadBalancerIngress
+	15, // 17: microlet.cloudprovider.v1.GetLoadBalancerRequest.service:type_name -> microlet.cloudprovider.v1.Service
+	20, // 18: microlet.cloudprovider.v1.GetLoadBalancerResponse.status:type_name -> microlet.cloudprovider.v1.LoadBalancerStatus
+	15, // 19: microlet.cloudprovider.v1.EnsureLoadBalancerRequest.service:type_name -> microlet.cloudprovider.v1.Service
+	17, // 20: microlet.cloudprovider.v1.EnsureLoadBalancerRequest.nodes:type_name -> microlet.cloudprovider.v1.TargetNode
+	20, // 21: microlet.cloudprovider.v1.EnsureLoadBalancerResponse.status:type_name -> microlet.cloudprovider.v1.LoadBalancerStatus
+	15, // 22: microlet.cloudprovider.v1.UpdateLoadBalancerRequest.service:type_name -> microlet.cloudprovider.v1.Service
+	17, // 23: microlet.cloudprovider.v1.UpdateLoadBalancerRequest.nodes:type_name -> microlet.cloudprovider.v1.TargetNode
+	15, // 24: microlet.cloudprovider.v1.EnsureLoadBalancerDeletedRequest.service:type_name -> microlet.cloudprovider.v1.Service
+	6,  // 25: microlet.cloudprovider.v1.Route.target_node_addresses:type_name -> microlet.cloudprovider.v1.NodeAddress
+	29, // 26: microlet.cloudprovider.v1.ListRoutesResponse.routes:type_name -> microlet.cloudprovider.v1.Route
+	29, // 27: microlet.cloudprovider.v1.CreateRouteRequest.route:type_name -> microlet.cloudprovider.v1.Route
+	29, // 28: microlet.cloudprovider.v1.DeleteRouteRequest.route:type_name -> microlet.cloudprovider.v1.Route
+	7,  // 29: microlet.cloudprovider.v1.IdentityService.GetInfo:input_type -> microlet.cloudprovider.v1.GetInfoRequest
+	9,  // 30: microlet.cloudprovider.v1.InstancesService.InstanceExists:input_type -> microlet.cloudprovider.v1.InstanceExistsRequest
+	11, // 31: microlet.cloudprovider.v1.InstancesService.InstanceShutdown:input_type -> microlet.cloudprovider.v1.InstanceShutdownRequest
+	13, // 32: microlet.cloudprovider.v1.InstancesService.InstanceMetadata:input_type -> microlet.cloudprovider.v1.InstanceMetadataRequest
+	21, // 33: microlet.cloudprovider.v1.LoadBalancerService.GetLoadBalancer:input_type -> microlet.cloudprovider.v1.GetLoadBalancerRequest
+	23, // 34: microlet.cloudprovider.v1.LoadBalancerService.EnsureLoadBalancer:input_type -> microlet.cloudprovider.v1.EnsureLoadBalancerRequest
+	25, // 35: microlet.cloudprovider.v1.LoadBalancerService.UpdateLoadBalancer:input_type -> microlet.cloudprovider.v1.UpdateLoadBalancerRequest
+	27, // 36: microlet.cloudprovider.v1.LoadBalancerService.EnsureLoadBalancerDeleted:input_type -> microlet.cloudprovider.v1.EnsureLoadBalancerDeletedRequest
+	30, // 37: microlet.cloudprovider.v1.RoutesService.ListRoutes:input_type -> microlet.cloudprovider.v1.ListRoutesRequest
+	32, // 38: microlet.cloudprovider.v1.RoutesService.CreateRoute:input_type -> microlet.cloudprovider.v1.CreateRouteRequest
+	34, // 39: microlet.cloudprovider.v1.RoutesService.DeleteRoute:input_type -> microlet.cloudprovider.v1.DeleteRouteRequest
+	8,  // 40: microlet.cloudprovider.v1.IdentityService.GetInfo:output_type -> microlet.cloudprovider.v1.GetInfoResponse
+	10, // 41: microlet.cloudprovider.v1.InstancesService.InstanceExists:output_type -> microlet.cloudprovider.v1.InstanceExistsResponse
+	12, // 42: microlet.cloudprovider.v1.InstancesService.InstanceShutdown:output_type -> microlet.cloudprovider.v1.InstanceShutdownResponse
+	14, // 43: microlet.cloudprovider.v1.InstancesService.InstanceMetadata:output_type -> microlet.cloudprovider.v1.InstanceMetadataResponse
+	22, // 44: microlet.cloudprovider.v1.LoadBalancerService.GetLoadBalancer:output_type -> microlet.cloudprovider.v1.GetLoadBalancerResponse
+	24, // 45: microlet.cloudprovider.v1.LoadBalancerService.EnsureLoadBalancer:output_type -> microlet.cloudprovider.v1.EnsureLoadBalancerResponse
+	26, // 46: microlet.cloudprovider.v1.LoadBalancerService.UpdateLoadBalancer:output_type -> microlet.cloudprovider.v1.UpdateLoadBalancerResponse
+	28, // 47: microlet.cloudprovider.v1.LoadBalancerService.EnsureLoadBalancerDeleted:output_type -> microlet.cloudprovider.v1.EnsureLoadBalancerDeletedResponse
+	31, // 48: microlet.cloudprovider.v1.RoutesService.ListRoutes:output_type -> microlet.cloudprovider.v1.ListRoutesResponse
+	33, // 49: microlet.cloudprovider.v1.RoutesService.CreateRoute:output_type -> microlet.cloudprovider.v1.CreateRouteResponse
+	35, // 50: microlet.cloudprovider.v1.RoutesService.DeleteRoute:output_type -> microlet.cloudprovider.v1.DeleteRouteResponse
+	40, // [40:51] is the sub-list for method output_type
+	29, // [29:40] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_microlet_cloudprovider_v1_cloudprovider_proto_init() }
@@ -791,10 +2408,10 @@ func file_microlet_cloudprovider_v1_cloudprovider_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_microlet_cloudprovider_v1_cloudprovider_proto_rawDesc), len(file_microlet_cloudprovider_v1_cloudprovider_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   11,
+			NumEnums:      5,
+			NumMessages:   34,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   4,
 		},
 		GoTypes:           file_microlet_cloudprovider_v1_cloudprovider_proto_goTypes,
 		DependencyIndexes: file_microlet_cloudprovider_v1_cloudprovider_proto_depIdxs,

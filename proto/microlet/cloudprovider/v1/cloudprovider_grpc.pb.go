@@ -7,8 +7,9 @@
 // Package microlet.cloudprovider.v1 is microlet's cloud-provider plug-in API.
 // Any process, in any language, serves it on a unix socket; cloudsyncd's
 // "external" provider calls it. It follows the shape of k8s.io/cloud-provider's
-// InstancesV2 so a provider written for the cloud-controller-manager maps onto it
-// one to one, but it carries plain messages rather than Kubernetes objects.
+// InstancesV2, LoadBalancer and Routes so a provider written for the
+// cloud-controller-manager maps onto it one to one, but it carries plain
+// messages rather than Kubernetes objects.
 
 package cloudproviderv1
 
@@ -318,6 +319,434 @@ var InstancesService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "InstanceMetadata",
 			Handler:    _InstancesService_InstanceMetadata_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "microlet/cloudprovider/v1/cloudprovider.proto",
+}
+
+const (
+	LoadBalancerService_GetLoadBalancer_FullMethodName           = "/microlet.cloudprovider.v1.LoadBalancerService/GetLoadBalancer"
+	LoadBalancerService_EnsureLoadBalancer_FullMethodName        = "/microlet.cloudprovider.v1.LoadBalancerService/EnsureLoadBalancer"
+	LoadBalancerService_UpdateLoadBalancer_FullMethodName        = "/microlet.cloudprovider.v1.LoadBalancerService/UpdateLoadBalancer"
+	LoadBalancerService_EnsureLoadBalancerDeleted_FullMethodName = "/microlet.cloudprovider.v1.LoadBalancerService/EnsureLoadBalancerDeleted"
+)
+
+// LoadBalancerServiceClient is the client API for LoadBalancerService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// LoadBalancerService manages the load balancers of Services of type
+// LoadBalancer (k8s.io/cloud-provider LoadBalancer semantics). cloudsyncd's
+// service controller calls it; every call must be idempotent, since a call is
+// repeated after any failure.
+type LoadBalancerServiceClient interface {
+	// GetLoadBalancer reports whether the Service's balancer exists and its status.
+	GetLoadBalancer(ctx context.Context, in *GetLoadBalancerRequest, opts ...grpc.CallOption) (*GetLoadBalancerResponse, error)
+	// EnsureLoadBalancer creates or updates the balancer so it matches the
+	// Service and sends to the given nodes, and returns its status.
+	EnsureLoadBalancer(ctx context.Context, in *EnsureLoadBalancerRequest, opts ...grpc.CallOption) (*EnsureLoadBalancerResponse, error)
+	// UpdateLoadBalancer changes the nodes an existing balancer sends to.
+	UpdateLoadBalancer(ctx context.Context, in *UpdateLoadBalancerRequest, opts ...grpc.CallOption) (*UpdateLoadBalancerResponse, error)
+	// EnsureLoadBalancerDeleted deletes the balancer; deleting one that does
+	// not exist succeeds.
+	EnsureLoadBalancerDeleted(ctx context.Context, in *EnsureLoadBalancerDeletedRequest, opts ...grpc.CallOption) (*EnsureLoadBalancerDeletedResponse, error)
+}
+
+type loadBalancerServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewLoadBalancerServiceClient(cc grpc.ClientConnInterface) LoadBalancerServiceClient {
+	return &loadBalancerServiceClient{cc}
+}
+
+func (c *loadBalancerServiceClient) GetLoadBalancer(ctx context.Context, in *GetLoadBalancerRequest, opts ...grpc.CallOption) (*GetLoadBalancerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetLoadBalancerResponse)
+	err := c.cc.Invoke(ctx, LoadBalancerService_GetLoadBalancer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *loadBalancerServiceClient) EnsureLoadBalancer(ctx context.Context, in *EnsureLoadBalancerRequest, opts ...grpc.CallOption) (*EnsureLoadBalancerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EnsureLoadBalancerResponse)
+	err := c.cc.Invoke(ctx, LoadBalancerService_EnsureLoadBalancer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *loadBalancerServiceClient) UpdateLoadBalancer(ctx context.Context, in *UpdateLoadBalancerRequest, opts ...grpc.CallOption) (*UpdateLoadBalancerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateLoadBalancerResponse)
+	err := c.cc.Invoke(ctx, LoadBalancerService_UpdateLoadBalancer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *loadBalancerServiceClient) EnsureLoadBalancerDeleted(ctx context.Context, in *EnsureLoadBalancerDeletedRequest, opts ...grpc.CallOption) (*EnsureLoadBalancerDeletedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EnsureLoadBalancerDeletedResponse)
+	err := c.cc.Invoke(ctx, LoadBalancerService_EnsureLoadBalancerDeleted_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LoadBalancerServiceServer is the server API for LoadBalancerService service.
+// All implementations must embed UnimplementedLoadBalancerServiceServer
+// for forward compatibility.
+//
+// LoadBalancerService manages the load balancers of Services of type
+// LoadBalancer (k8s.io/cloud-provider LoadBalancer semantics). cloudsyncd's
+// service controller calls it; every call must be idempotent, since a call is
+// repeated after any failure.
+type LoadBalancerServiceServer interface {
+	// GetLoadBalancer reports whether the Service's balancer exists and its status.
+	GetLoadBalancer(context.Context, *GetLoadBalancerRequest) (*GetLoadBalancerResponse, error)
+	// EnsureLoadBalancer creates or updates the balancer so it matches the
+	// Service and sends to the given nodes, and returns its status.
+	EnsureLoadBalancer(context.Context, *EnsureLoadBalancerRequest) (*EnsureLoadBalancerResponse, error)
+	// UpdateLoadBalancer changes the nodes an existing balancer sends to.
+	UpdateLoadBalancer(context.Context, *UpdateLoadBalancerRequest) (*UpdateLoadBalancerResponse, error)
+	// EnsureLoadBalancerDeleted deletes the balancer; deleting one that does
+	// not exist succeeds.
+	EnsureLoadBalancerDeleted(context.Context, *EnsureLoadBalancerDeletedRequest) (*EnsureLoadBalancerDeletedResponse, error)
+	mustEmbedUnimplementedLoadBalancerServiceServer()
+}
+
+// UnimplementedLoadBalancerServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedLoadBalancerServiceServer struct{}
+
+func (UnimplementedLoadBalancerServiceServer) GetLoadBalancer(context.Context, *GetLoadBalancerRequest) (*GetLoadBalancerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetLoadBalancer not implemented")
+}
+func (UnimplementedLoadBalancerServiceServer) EnsureLoadBalancer(context.Context, *EnsureLoadBalancerRequest) (*EnsureLoadBalancerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EnsureLoadBalancer not implemented")
+}
+func (UnimplementedLoadBalancerServiceServer) UpdateLoadBalancer(context.Context, *UpdateLoadBalancerRequest) (*UpdateLoadBalancerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateLoadBalancer not implemented")
+}
+func (UnimplementedLoadBalancerServiceServer) EnsureLoadBalancerDeleted(context.Context, *EnsureLoadBalancerDeletedRequest) (*EnsureLoadBalancerDeletedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EnsureLoadBalancerDeleted not implemented")
+}
+func (UnimplementedLoadBalancerServiceServer) mustEmbedUnimplementedLoadBalancerServiceServer() {}
+func (UnimplementedLoadBalancerServiceServer) testEmbeddedByValue()                             {}
+
+// UnsafeLoadBalancerServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to LoadBalancerServiceServer will
+// result in compilation errors.
+type UnsafeLoadBalancerServiceServer interface {
+	mustEmbedUnimplementedLoadBalancerServiceServer()
+}
+
+func RegisterLoadBalancerServiceServer(s grpc.ServiceRegistrar, srv LoadBalancerServiceServer) {
+	// If the following call panics, it indicates UnimplementedLoadBalancerServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&LoadBalancerService_ServiceDesc, srv)
+}
+
+func _LoadBalancerService_GetLoadBalancer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLoadBalancerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LoadBalancerServiceServer).GetLoadBalancer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LoadBalancerService_GetLoadBalancer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LoadBalancerServiceServer).GetLoadBalancer(ctx, req.(*GetLoadBalancerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LoadBalancerService_EnsureLoadBalancer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EnsureLoadBalancerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LoadBalancerServiceServer).EnsureLoadBalancer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LoadBalancerService_EnsureLoadBalancer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LoadBalancerServiceServer).EnsureLoadBalancer(ctx, req.(*EnsureLoadBalancerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LoadBalancerService_UpdateLoadBalancer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateLoadBalancerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LoadBalancerServiceServer).UpdateLoadBalancer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LoadBalancerService_UpdateLoadBalancer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LoadBalancerServiceServer).UpdateLoadBalancer(ctx, req.(*UpdateLoadBalancerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LoadBalancerService_EnsureLoadBalancerDeleted_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EnsureLoadBalancerDeletedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LoadBalancerServiceServer).EnsureLoadBalancerDeleted(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LoadBalancerService_EnsureLoadBalancerDeleted_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LoadBalancerServiceServer).EnsureLoadBalancerDeleted(ctx, req.(*EnsureLoadBalancerDeletedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// LoadBalancerService_ServiceDesc is the grpc.ServiceDesc for LoadBalancerService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var LoadBalancerService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "microlet.cloudprovider.v1.LoadBalancerService",
+	HandlerType: (*LoadBalancerServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetLoadBalancer",
+			Handler:    _LoadBalancerService_GetLoadBalancer_Handler,
+		},
+		{
+			MethodName: "EnsureLoadBalancer",
+			Handler:    _LoadBalancerService_EnsureLoadBalancer_Handler,
+		},
+		{
+			MethodName: "UpdateLoadBalancer",
+			Handler:    _LoadBalancerService_UpdateLoadBalancer_Handler,
+		},
+		{
+			MethodName: "EnsureLoadBalancerDeleted",
+			Handler:    _LoadBalancerService_EnsureLoadBalancerDeleted_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "microlet/cloudprovider/v1/cloudprovider.proto",
+}
+
+const (
+	RoutesService_ListRoutes_FullMethodName  = "/microlet.cloudprovider.v1.RoutesService/ListRoutes"
+	RoutesService_CreateRoute_FullMethodName = "/microlet.cloudprovider.v1.RoutesService/CreateRoute"
+	RoutesService_DeleteRoute_FullMethodName = "/microlet.cloudprovider.v1.RoutesService/DeleteRoute"
+)
+
+// RoutesServiceClient is the client API for RoutesService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// RoutesService manages the cloud routes that send each node's pod CIDR to
+// the node (k8s.io/cloud-provider Routes semantics).
+type RoutesServiceClient interface {
+	// ListRoutes returns every route of the cluster.
+	ListRoutes(ctx context.Context, in *ListRoutesRequest, opts ...grpc.CallOption) (*ListRoutesResponse, error)
+	// CreateRoute creates a route; name_hint is unique per route.
+	CreateRoute(ctx context.Context, in *CreateRouteRequest, opts ...grpc.CallOption) (*CreateRouteResponse, error)
+	// DeleteRoute deletes a route.
+	DeleteRoute(ctx context.Context, in *DeleteRouteRequest, opts ...grpc.CallOption) (*DeleteRouteResponse, error)
+}
+
+type routesServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewRoutesServiceClient(cc grpc.ClientConnInterface) RoutesServiceClient {
+	return &routesServiceClient{cc}
+}
+
+func (c *routesServiceClient) ListRoutes(ctx context.Context, in *ListRoutesRequest, opts ...grpc.CallOption) (*ListRoutesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRoutesResponse)
+	err := c.cc.Invoke(ctx, RoutesService_ListRoutes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *routesServiceClient) CreateRoute(ctx context.Context, in *CreateRouteRequest, opts ...grpc.CallOption) (*CreateRouteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateRouteResponse)
+	err := c.cc.Invoke(ctx, RoutesService_CreateRoute_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *routesServiceClient) DeleteRoute(ctx context.Context, in *DeleteRouteRequest, opts ...grpc.CallOption) (*DeleteRouteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRouteResponse)
+	err := c.cc.Invoke(ctx, RoutesService_DeleteRoute_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RoutesServiceServer is the server API for RoutesService service.
+// All implementations must embed UnimplementedRoutesServiceServer
+// for forward compatibility.
+//
+// RoutesService manages the cloud routes that send each node's pod CIDR to
+// the node (k8s.io/cloud-provider Routes semantics).
+type RoutesServiceServer interface {
+	// ListRoutes returns every route of the cluster.
+	ListRoutes(context.Context, *ListRoutesRequest) (*ListRoutesResponse, error)
+	// CreateRoute creates a route; name_hint is unique per route.
+	CreateRoute(context.Context, *CreateRouteRequest) (*CreateRouteResponse, error)
+	// DeleteRoute deletes a route.
+	DeleteRoute(context.Context, *DeleteRouteRequest) (*DeleteRouteResponse, error)
+	mustEmbedUnimplementedRoutesServiceServer()
+}
+
+// UnimplementedRoutesServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedRoutesServiceServer struct{}
+
+func (UnimplementedRoutesServiceServer) ListRoutes(context.Context, *ListRoutesRequest) (*ListRoutesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRoutes not implemented")
+}
+func (UnimplementedRoutesServiceServer) CreateRoute(context.Context, *CreateRouteRequest) (*CreateRouteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateRoute not implemented")
+}
+func (UnimplementedRoutesServiceServer) DeleteRoute(context.Context, *DeleteRouteRequest) (*DeleteRouteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteRoute not implemented")
+}
+func (UnimplementedRoutesServiceServer) mustEmbedUnimplementedRoutesServiceServer() {}
+func (UnimplementedRoutesServiceServer) testEmbeddedByValue()                       {}
+
+// UnsafeRoutesServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to RoutesServiceServer will
+// result in compilation errors.
+type UnsafeRoutesServiceServer interface {
+	mustEmbedUnimplementedRoutesServiceServer()
+}
+
+func RegisterRoutesServiceServer(s grpc.ServiceRegistrar, srv RoutesServiceServer) {
+	// If the following call panics, it indicates UnimplementedRoutesServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&RoutesService_ServiceDesc, srv)
+}
+
+func _RoutesService_ListRoutes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRoutesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoutesServiceServer).ListRoutes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoutesService_ListRoutes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoutesServiceServer).ListRoutes(ctx, req.(*ListRoutesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RoutesService_CreateRoute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateRouteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoutesServiceServer).CreateRoute(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoutesService_CreateRoute_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoutesServiceServer).CreateRoute(ctx, req.(*CreateRouteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RoutesService_DeleteRoute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRouteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoutesServiceServer).DeleteRoute(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoutesService_DeleteRoute_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoutesServiceServer).DeleteRoute(ctx, req.(*DeleteRouteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// RoutesService_ServiceDesc is the grpc.ServiceDesc for RoutesService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var RoutesService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "microlet.cloudprovider.v1.RoutesService",
+	HandlerType: (*RoutesServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "ListRoutes",
+			Handler:    _RoutesService_ListRoutes_Handler,
+		},
+		{
+			MethodName: "CreateRoute",
+			Handler:    _RoutesService_CreateRoute_Handler,
+		},
+		{
+			MethodName: "DeleteRoute",
+			Handler:    _RoutesService_DeleteRoute_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -17,6 +17,7 @@ import (
 	"github.com/microlet/microlet/services/cloudsyncd/internal/nodeinit"
 	"github.com/microlet/microlet/services/cloudsyncd/internal/provider"
 	"github.com/microlet/microlet/services/cloudsyncd/internal/provider/external"
+	"github.com/microlet/microlet/services/cloudsyncd/internal/provider/local"
 	"github.com/microlet/microlet/services/cloudsyncd/internal/provider/metadata"
 	"github.com/microlet/microlet/services/cloudsyncd/internal/provider/registered"
 	"github.com/microlet/microlet/services/cloudsyncd/internal/provider/static"
@@ -27,7 +28,7 @@ import (
 type Config struct {
 	service.Common `yaml:",inline"`
 
-	CloudProvider   string        `yaml:"cloud_provider" flag:"cloud-provider" usage:"static, metadata, external, or a provider registered with k8s.io/cloud-provider; empty: none, calls answer FailedPrecondition"`
+	CloudProvider   string        `yaml:"cloud_provider" flag:"cloud-provider" usage:"static, metadata, external, local, or a provider registered with k8s.io/cloud-provider; empty: none, calls answer FailedPrecondition"`
 	CloudConfig     string        `yaml:"cloud_config" flag:"cloud-config" usage:"config file handed to a registered k8s.io/cloud-provider provider"`
 	SyncFrequency   time.Duration `yaml:"sync_frequency" flag:"sync-frequency" usage:"how often the provider is asked for the node's addresses"`
 	ProviderTimeout time.Duration `yaml:"provider_timeout" flag:"provider-timeout" usage:"bound on each call to the provider"`
@@ -39,6 +40,9 @@ type Config struct {
 	MetadataRequestTimeout time.Duration `yaml:"metadata_request_timeout" flag:"metadata-request-timeout" usage:"metadata provider: timeout of each HTTP request"`
 
 	ExternalEndpoint string `yaml:"external_endpoint" flag:"external-endpoint" usage:"external provider: unix socket of a microlet.cloudprovider.v1 plug-in"`
+
+	// local.Settings are the local provider's keys (local_lb_pool, ...).
+	local.Settings `yaml:",inline"`
 
 	NodeInit        bool   `yaml:"node_init" flag:"node-init" usage:"initialise this Node from the provider while it has the uninitialized taint, and keep the shutdown taint in step"`
 	CloudKubeconfig string `yaml:"cloud_kubeconfig" flag:"cloud-kubeconfig" usage:"kubeconfig of a credential allowed to change Node taints, for node_init (default: kubeconfig)"`
@@ -106,7 +110,7 @@ func (s *Server) buildProvider(env *service.Env) (provider.Provider, error) {
 		if c.StaticFile == "" {
 			return nil, errors.New("static_file: required when cloud_provider is static")
 		}
-		return static.New(c.StaticFile, env.Log)
+		return static.New(c.StaticFile, env.Log, static.WithNodeName(c.NodeName))
 	case metadata.Name:
 		return metadata.New(c.MetadataEndpoint,
 			metadata.WithTokenTTL(c.MetadataTokenTTL),
@@ -116,6 +120,10 @@ func (s *Server) buildProvider(env *service.Env) (provider.Provider, error) {
 			return nil, errors.New("external_endpoint: required when cloud_provider is external")
 		}
 		return external.New(c.ExternalEndpoint, c.NodeName, env.Log)
+	case local.Name:
+		// This machine is no cloud: the node's own addresses are the truth.
+		env.Log.Info("cloud provider local: it serves the controllers' load balancers; node addresses come from the node itself")
+		return nil, nil
 	default:
 		return registered.New(c.CloudProvider, c.CloudConfig, c.NodeName)
 	}

@@ -32,10 +32,26 @@ var _ provider.Provider = (*Provider)(nil)
 func Exists(name string) bool { return cloudprovider.IsCloudProvider(name) }
 
 // New builds the registered provider name with its config file (may be
-// empty). Errors name the setting at fault.
+// empty), answering for node. Errors name the setting at fault.
 func New(name, configFile, node string) (*Provider, error) {
+	cloud, err := Get(name, configFile)
+	if err != nil {
+		return nil, err
+	}
+	_, v2 := cloud.InstancesV2()
+	_, v1 := cloud.Instances()
+	if !v2 && !v1 {
+		return nil, fmt.Errorf("cloud_provider %q: supports neither InstancesV2 nor Instances", name)
+	}
+	return &Provider{name: name, cloud: cloud, node: node}, nil
+}
+
+// Get builds the registered provider name with its config file (may be
+// empty) as it is, for callers that answer for the whole cluster. Errors
+// name the setting at fault.
+func Get(name, configFile string) (cloudprovider.Interface, error) {
 	if !cloudprovider.IsCloudProvider(name) {
-		return nil, fmt.Errorf("cloud_provider %q: not a built-in provider (static, metadata, external) and not registered with k8s.io/cloud-provider", name)
+		return nil, fmt.Errorf("cloud_provider %q: not a built-in provider (static, metadata, external, local) and not registered with k8s.io/cloud-provider", name)
 	}
 	var cfg io.Reader
 	if configFile != "" {
@@ -53,12 +69,7 @@ func New(name, configFile, node string) (*Provider, error) {
 	if cloud == nil {
 		return nil, fmt.Errorf("cloud_provider %q: its factory returned no provider", name)
 	}
-	_, v2 := cloud.InstancesV2()
-	_, v1 := cloud.Instances()
-	if !v2 && !v1 {
-		return nil, fmt.Errorf("cloud_provider %q: supports neither InstancesV2 nor Instances", name)
-	}
-	return &Provider{name: name, cloud: cloud, node: node}, nil
+	return cloud, nil
 }
 
 // Name implements provider.Provider.

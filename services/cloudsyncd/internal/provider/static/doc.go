@@ -16,4 +16,12 @@
 //	addresses:
 //	- {type: InternalIP, address: 10.0.0.5}
 //	- {type: Hostname, address: node-a}
+//
+// The cluster form describes many nodes, keyed by Node name, for the
+// cluster-wide controllers (package cloud): a Node the file does not list has
+// no instance. In node mode, WithNodeName picks this node's entry:
+//
+//	nodes:
+//	  node-a: {provider_id: static://rack1/node-a, addresses: [{type: InternalIP, address: 10.0.0.5}]}
+//	  node-b: {shutdown: true, addresses: [{type: InternalIP, address: 10.0.0.6}]}
 package static

@@ -28,6 +28,7 @@ const debounce = 100 * time.Millisecond
 // Provider serves a static file.
 type Provider struct {
 	path string
+	node string
 	log  *slog.Logger
 
 	mu      sync.Mutex
@@ -42,14 +43,25 @@ type Provider struct {
 
 var _ provider.Provider = (*Provider)(nil)
 
+// Option is an optional setting of New.
+type Option func(*Provider)
+
+// WithNodeName names the node the provider.Provider methods answer for: in a
+// file of the cluster form it is the entry nodes.<name>. A file of the
+// single-node form answers for any name.
+func WithNodeName(name string) Option { return func(p *Provider) { p.node = name } }
+
 // New reads path and starts watching it. An unreadable or invalid file is an
 // error here, so a bad configuration is caught at startup.
-func New(path string, log *slog.Logger) (*Provider, error) {
+func New(path string, log *slog.Logger, opts ...Option) (*Provider, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
 	p := &Provider{path: abs, changed: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	for _, o := range opts {
+		o(p)
+	}
 	p.reload() // silently: a bad file at startup is the caller's error to report
 	if p.err != nil {
 		return nil, p.err
@@ -140,7 +152,9 @@ func (p *Provider) Changed() <-chan struct{} {
 	return p.changed
 }
 
-func (p *Provider) current() (*File, error) {
+// File returns the last good content of the file, or the error that makes
+// the file unusable now.
+func (p *Provider) File() (*File, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
@@ -149,34 +163,53 @@ func (p *Provider) current() (*File, error) {
 	return p.file, nil
 }
 
+// current returns the description of the provider's own node.
+func (p *Provider) current() (*Node, error) {
+	f, err := p.File()
+	if err != nil {
+		return nil, err
+	}
+	if len(f.Nodes) == 0 {
+		return &f.Node, nil
+	}
+	if p.node == "" {
+		return nil, fmt.Errorf("static_file %s: the file lists nodes but this node's name is not known (node_name)", p.path)
+	}
+	n, ok := f.Nodes[p.node]
+	if !ok {
+		return nil, fmt.Errorf("static_file %s: nodes: no entry for this node %q", p.path, p.node)
+	}
+	return &n, nil
+}
+
 // Name implements provider.Provider.
 func (p *Provider) Name() string { return Name }
 
 // NodeAddresses implements provider.Provider.
 func (p *Provider) NodeAddresses(context.Context) ([]corev1.NodeAddress, error) {
-	f, err := p.current()
+	n, err := p.current()
 	if err != nil {
 		return nil, err
 	}
-	return f.NodeAddresses(), nil
+	return n.NodeAddresses(), nil
 }
 
 // InstanceMetadata implements provider.Provider.
 func (p *Provider) InstanceMetadata(context.Context) (*provider.Metadata, error) {
-	f, err := p.current()
+	n, err := p.current()
 	if err != nil {
 		return nil, err
 	}
-	return f.Metadata(), nil
+	return n.Metadata(), nil
 }
 
 // InstanceShutdown implements provider.Provider.
 func (p *Provider) InstanceShutdown(context.Context) (bool, error) {
-	f, err := p.current()
+	n, err := p.current()
 	if err != nil {
 		return false, err
 	}
-	return f.Shutdown, nil
+	return n.Shutdown, nil
 }
 
 // Close stops watching the file.

@@ -128,6 +128,12 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		{"labels: {'bad key!': x}\naddresses:\n- {type: Hostname, address: a}\n", "labels: key"},
 		{"zone: 'a b'\naddresses:\n- {type: Hostname, address: a}\n", "zone"},
 		{"addresses: 5\n", "line 1: cannot unmarshal"},
+		{"nodes:\n  n1:\n    addresses: []\n", "nodes.n1.addresses: at least one"},
+		{"nodes:\n  n1:\n    zone: 'a b'\n    addresses:\n    - {type: Hostname, address: a}\n", "nodes.n1.zone"},
+		{"nodes:\n  n1:\n    adresses: []\n", "field adresses not found"},
+		{"zone: z\nnodes:\n  n1:\n    addresses:\n    - {type: Hostname, address: a}\n", "cannot both be set"},
+		{"nodes:\n  Bad_Name:\n    addresses:\n    - {type: Hostname, address: a}\n", `nodes: name "Bad_Name"`},
+		{"nodes:\n  a:\n    provider_id: x://1\n    addresses:\n    - {type: Hostname, address: a}\n  b:\n    provider_id: x://1\n    addresses:\n    - {type: Hostname, address: b}\n", `nodes.b.provider_id "x://1": also the provider_id of nodes.a`},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			_, err := Parse([]byte(tc.in))
@@ -159,4 +165,25 @@ func FuzzParse(f *testing.F) {
 		}
 		_ = file.Metadata()
 	})
+}
+
+func TestClusterFormInNodeMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cloud.yaml")
+	write(t, path, "nodes:\n  n1:\n    provider_id: static://lab/n1\n    addresses:\n    - {type: InternalIP, address: 10.0.0.1}\n  n2:\n    shutdown: true\n    addresses:\n    - {type: InternalIP, address: 10.0.0.2}\n")
+	ctx := context.Background()
+	p, err := New(path, slog.Default(), WithNodeName("n2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitAddr(t, p, "10.0.0.2")
+	if down, err := p.InstanceShutdown(ctx); err != nil || !down {
+		t.Fatalf("n2 shutdown = %v, %v; want true", down, err)
+	}
+	other, err := New(path, slog.Default(), WithNodeName("n3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	waitAddr(t, other, `error: nodes: no entry for this node "n3"`)
 }
