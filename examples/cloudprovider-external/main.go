@@ -20,6 +20,15 @@
 //	    labels: {example.com/rack: r1}
 //	    addresses:
 //	    - {type: InternalIP, address: 10.0.0.5}
+//	load_balancer_pool: [203.0.113.10, 203.0.113.11]
+//	routes: true
+//
+// A non-empty load_balancer_pool serves LoadBalancerService: each Service
+// gets an address from the pool, stable per Service UID, or its
+// load_balancer_ip when that is in the pool; the balancers are kept in
+// memory (a real plug-in would program a cloud). routes: true serves
+// RoutesService over an in-memory route table. GetInfo lists the
+// capabilities accordingly.
 //
 // and cloudsyncd started with --cloud-provider external --external-endpoint
 // unix:///run/microlet/cloudprovider.sock.
@@ -33,6 +42,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -51,8 +61,10 @@ const version = "v0.1.0"
 
 // config is the YAML file.
 type config struct {
-	Name  string          `yaml:"name"`
-	Nodes map[string]node `yaml:"nodes"`
+	Name             string          `yaml:"name"`
+	Nodes            map[string]node `yaml:"nodes"`
+	LoadBalancerPool []string        `yaml:"load_balancer_pool"`
+	Routes           bool            `yaml:"routes"`
 }
 
 type node struct {
@@ -81,6 +93,8 @@ type plugin struct {
 	cloudproviderv1.UnimplementedIdentityServiceServer
 	cloudproviderv1.UnimplementedInstancesServiceServer
 	path string
+	lbs  *balancers
+	rt   *routeTable
 }
 
 func (p *plugin) load() (*config, error) {
@@ -96,6 +110,11 @@ func (p *plugin) load() (*config, error) {
 	}
 	if c.Name == "" {
 		c.Name = "example"
+	}
+	for i, a := range c.LoadBalancerPool {
+		if _, err := netip.ParseAddr(a); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "config %s: load_balancer_pool[%d] %q: not an IP address", p.path, i, a)
+		}
 	}
 	return &c, nil
 }
@@ -120,10 +139,17 @@ func (p *plugin) GetInfo(context.Context, *cloudproviderv1.GetInfoRequest) (*clo
 	if err != nil {
 		return nil, err
 	}
+	caps := []cloudproviderv1.Capability{cloudproviderv1.Capability_CAPABILITY_INSTANCES}
+	if len(c.LoadBalancerPool) > 0 {
+		caps = append(caps, cloudproviderv1.Capability_CAPABILITY_LOAD_BALANCER)
+	}
+	if c.Routes {
+		caps = append(caps, cloudproviderv1.Capability_CAPABILITY_ROUTES)
+	}
 	return &cloudproviderv1.GetInfoResponse{
 		Name:          c.Name,
 		VendorVersion: version,
-		Capabilities:  []cloudproviderv1.Capability{cloudproviderv1.Capability_CAPABILITY_INSTANCES},
+		Capabilities:  caps,
 	}, nil
 }
 
@@ -180,6 +206,8 @@ func main() {
 
 func run(socket, cfg string) error {
 	p := &plugin{path: cfg}
+	p.lbs = &balancers{p: p, byUID: map[string]*balancer{}}
+	p.rt = &routeTable{p: p, routes: map[string]*cloudproviderv1.Route{}}
 	if _, err := p.load(); err != nil {
 		return err
 	}
@@ -199,6 +227,8 @@ func run(socket, cfg string) error {
 	srv := grpc.NewServer()
 	cloudproviderv1.RegisterIdentityServiceServer(srv, p)
 	cloudproviderv1.RegisterInstancesServiceServer(srv, p)
+	cloudproviderv1.RegisterLoadBalancerServiceServer(srv, p.lbs)
+	cloudproviderv1.RegisterRoutesServiceServer(srv, p.rt)
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -49,15 +50,15 @@ func parsePool(entries []string) (*pool, error) {
 		} else {
 			var a netip.Addr
 			a, err = netip.ParseAddr(e)
+			if err == nil && a.Zone() != "" {
+				err = errors.New("zoned addresses are not supported")
+			}
 			if err == nil {
 				pfx = netip.PrefixFrom(a, a.BitLen())
 			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("local_lb_pool[%d] %q: want a CIDR or an IP address: %v", i, e, err)
-		}
-		if pfx.Addr().Zone() != "" {
-			return nil, fmt.Errorf("local_lb_pool[%d] %q: zoned addresses are not supported", i, e)
 		}
 		for j, q := range p.prefixes {
 			if q.Overlaps(pfx) {
