@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/microlet/microlet/services/podsyncd/internal/dns"
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 	"github.com/microlet/microlet/services/podsyncd/internal/resources"
 	"github.com/microlet/microlet/services/podsyncd/internal/securitycontext"
@@ -36,18 +37,21 @@ func namespaceOptions(pod *corev1.Pod) *runtimeapi.NamespaceOption {
 	return ns
 }
 
-func (m *Manager) sandboxConfig(pod *corev1.Pod, attempt uint32) *runtimeapi.PodSandboxConfig {
-	hostname := pod.Name
-	if pod.Spec.Hostname != "" {
-		hostname = pod.Spec.Hostname
+func (m *Manager) sandboxConfig(pod *corev1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+	hostname, _, err := dns.PodHostname(pod, "")
+	if err != nil {
+		return nil, err
 	}
 	if pod.Spec.HostNetwork {
 		if h, err := os.Hostname(); err == nil {
 			hostname = h
 		}
 	}
-	if len(hostname) > 63 {
-		hostname = strings.TrimRight(hostname[:63], "-.")
+	var dnsConfig *runtimeapi.DNSConfig
+	if m.opts.DNS != nil {
+		if dnsConfig, err = m.opts.DNS.PodDNS(pod); err != nil {
+			return nil, err
+		}
 	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt},
@@ -55,7 +59,7 @@ func (m *Manager) sandboxConfig(pod *corev1.Pod, attempt uint32) *runtimeapi.Pod
 		LogDirectory: PodLogDir(m.opts.LogRoot, pod.Namespace, pod.Name, pod.UID),
 		Labels:       sandboxLabels(pod),
 		Annotations:  pod.Annotations,
-		DnsConfig:    m.dnsConfig(pod),
+		DnsConfig:    dnsConfig,
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{},
 	}
 	cfg.Linux.SecurityContext, cfg.Linux.Sysctls = securitycontext.Sandbox(pod, namespaceOptions(pod))
@@ -74,39 +78,12 @@ func (m *Manager) sandboxConfig(pod *corev1.Pod, attempt uint32) *runtimeapi.Pod
 			cfg.PortMappings = append(cfg.PortMappings, &runtimeapi.PortMapping{Protocol: proto, ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIp: p.HostIP})
 		}
 	}
-	return cfg
-}
-
-// dnsConfig: ClusterFirst without a cluster DNS falls back to the node's
-// resolver, as the kubelet does; None uses dnsConfig alone.
-func (m *Manager) dnsConfig(pod *corev1.Pod) *runtimeapi.DNSConfig {
-	out := &runtimeapi.DNSConfig{}
-	if pod.Spec.DNSPolicy != corev1.DNSNone && m.opts.DNS != nil {
-		out.Servers = append(out.Servers, m.opts.DNS.Servers...)
-		out.Searches = append(out.Searches, m.opts.DNS.Searches...)
-		out.Options = append(out.Options, m.opts.DNS.Options...)
-	}
-	if dc := pod.Spec.DNSConfig; dc != nil {
-		out.Servers = append(out.Servers, dc.Nameservers...)
-		out.Searches = append(out.Searches, dc.Searches...)
-		for _, o := range dc.Options {
-			if o.Value != nil {
-				out.Options = append(out.Options, o.Name+":"+*o.Value)
-			} else {
-				out.Options = append(out.Options, o.Name)
-			}
-		}
-	}
-	if len(out.Servers) == 0 && len(out.Searches) == 0 && len(out.Options) == 0 {
-		return nil
-	}
-	return out
+	return cfg, nil
 }
 
 // envFor resolves the container's environment; a missing required
 // ConfigMap or Secret is an error (CreateContainerConfigError) until it appears.
-func (m *Manager) envFor(ctx context.Context, pod *corev1.Pod, c *corev1.Container, sandboxID string) ([]*runtimeapi.KeyValue, error) {
-	info := m.podInfo(ctx, sandboxID)
+func (m *Manager) envFor(ctx context.Context, pod *corev1.Pod, c *corev1.Container, info envvars.Info) ([]*runtimeapi.KeyValue, error) {
 	vars, err := envvars.Resolve(ctx, pod, c, m.opts.Objects, info)
 	if err != nil {
 		return nil, err
@@ -193,7 +170,12 @@ func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container) ([]*runtimeapi.Mo
 func expand(s string, vals map[string]string) string { return envvars.Expand(s, vals) }
 
 func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev1.Container, init bool, restarts int, imageRef, sandboxID string) (*runtimeapi.ContainerConfig, error) {
-	envs, err := m.envFor(ctx, pod, c, sandboxID)
+	info := m.podInfo(ctx, sandboxID)
+	var err error
+	if info.ServiceEnv, err = envvars.ServiceEnv(pod, m.opts.Services); err != nil {
+		return nil, err
+	}
+	envs, err := m.envFor(ctx, pod, c, info)
 	if err != nil {
 		return nil, err
 	}
@@ -211,6 +193,11 @@ func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 	mounts, err := m.mounts(pod, c)
 	if err != nil {
 		return nil, err
+	}
+	if hosts, err := m.hostsMount(pod, c, info.PodIPs); err != nil {
+		return nil, err
+	} else if hosts != nil {
+		mounts = append(mounts, hosts)
 	}
 	image := c.Image
 	if imageRef != "" {
@@ -249,8 +236,25 @@ func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 	return cfg, nil
 }
 
+// hostsMount is the pod's managed /etc/hosts (<pod dir>/etc-hosts) for a
+// container that does not mount /etc/hosts itself, rewritten with the
+// sandbox's IPs before each container starts.
+func (m *Manager) hostsMount(pod *corev1.Pod, c *corev1.Container, podIPs []string) (*runtimeapi.Mount, error) {
+	if m.opts.DNS == nil || m.opts.Volumes == nil || !dns.MountsEtcHosts(pod, c, podIPs) {
+		return nil, nil
+	}
+	path, err := m.opts.DNS.WriteHostsFile(m.opts.Volumes.PodDir(pod.UID), pod, podIPs)
+	if err != nil {
+		return nil, fmt.Errorf("managed %s: %w", dns.EtcHosts, err)
+	}
+	return &runtimeapi.Mount{ContainerPath: dns.EtcHosts, HostPath: path}, nil
+}
+
 func (m *Manager) createSandbox(ctx context.Context, pod *corev1.Pod, attempt uint32) (string, error) {
-	cfg := m.sandboxConfig(pod, attempt)
+	cfg, err := m.sandboxConfig(pod, attempt)
+	if err != nil {
+		return "", err
+	}
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return "", fmt.Errorf("create pod log dir: %w", err)
 	}

@@ -5,16 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/microlet/microlet/services/podsyncd/internal/dns"
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
+	"github.com/microlet/microlet/services/podsyncd/internal/events"
 	"github.com/microlet/microlet/services/podsyncd/internal/securitycontext"
 	"github.com/microlet/microlet/services/podsyncd/internal/volumes"
 )
@@ -53,8 +57,14 @@ type Options struct {
 	Clock clock.Clock
 	// Log is the logger.
 	Log *slog.Logger
-	// DNS is the resolver configuration handed to sandboxes.
-	DNS *runtimeapi.DNSConfig
+	// DNS gives sandboxes their resolver configuration and containers the
+	// managed /etc/hosts; nil leaves both to the runtime.
+	DNS *dns.Configurer
+	// Services are the Services behind service-link variables; nil
+	// (standalone) gives none.
+	Services envvars.Services
+	// Recorder records the kubelet's pod events; nil logs them.
+	Recorder events.Recorder
 	// Objects reads the ConfigMaps and Secrets pods refer to; nil (standalone)
 	// makes every required reference a configuration error.
 	Objects envvars.Source
@@ -144,6 +154,9 @@ func NewManager(rt runtimeapi.RuntimeServiceClient, img runtimeapi.ImageServiceC
 	}
 	if opts.RuntimeName == "" {
 		opts.RuntimeName = "cri"
+	}
+	if opts.Recorder == nil {
+		opts.Recorder = events.NewLog(opts.Log)
 	}
 	return &Manager{
 		rt:      rt,
@@ -391,7 +404,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) S
 			sbID = sb.ID
 		}
 		if err := m.opts.Volumes.Setup(ctx, pod, m.podInfo(ctx, sbID)); err != nil {
-			m.log.Warn("FailedMount", "pod", podRef(pod), "err", err)
+			m.podEvent(pod, corev1.EventTypeWarning, events.FailedMount, err)
 			if len(st.Running()) == 0 {
 				res.fail(err)
 				return res
@@ -399,6 +412,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) S
 		}
 	}
 	a := m.ComputePodActions(pod, st)
+	if a.CreateSandbox && len(st.Sandboxes) > 0 {
+		m.opts.Recorder.Event(events.PodRef(pod), corev1.EventTypeNormal, events.SandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
+	}
 	if a.KillPod {
 		if err := m.KillPod(ctx, pod, st, nil); err != nil {
 			res.fail(err)
@@ -407,7 +423,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) S
 	}
 	for id, why := range a.Kill {
 		m.log.Info("killing container", "pod", podRef(pod), "container", id, "reason", why)
-		if err := m.killContainer(ctx, pod, id, nameOf(st, id), a.KillGrace[id]); err != nil {
+		if err := m.killContainer(ctx, pod, id, nameOf(st, id), why, a.KillGrace[id]); err != nil {
 			res.fail(err)
 		}
 	}
@@ -415,6 +431,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) S
 	if a.CreateSandbox {
 		id, err := m.createSandbox(ctx, pod, a.SandboxAttempt)
 		if err != nil {
+			m.opts.Recorder.Eventf(events.PodRef(pod), corev1.EventTypeWarning, events.FailedCreatePodSandBox, "Failed to create pod sandbox: %v", err)
 			res.fail(fmt.Errorf("create sandbox: %w", err))
 			return res
 		}
@@ -425,7 +442,11 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) S
 	if sandboxID == "" {
 		return res
 	}
-	sbConfig := m.sandboxConfig(pod, a.SandboxAttempt)
+	sbConfig, err := m.sandboxConfig(pod, a.SandboxAttempt)
+	if err != nil {
+		res.fail(err)
+		return res
+	}
 	if a.NextInit >= 0 {
 		c := &pod.Spec.InitContainers[a.NextInit]
 		m.startOne(ctx, pod, c, true, st, sandboxID, sbConfig, &res)
@@ -463,6 +484,8 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 			if m.crash.IsInBackOffSince(key, prev.FinishedAt) {
 				wait := m.crash.Get(key)
 				msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", wait, c.Name, pod.Name, pod.Namespace, pod.UID)
+				m.opts.Recorder.Eventf(events.ContainerRef(pod, c), corev1.EventTypeWarning, events.BackOff,
+					"Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID)
 				m.setReason(pod.UID, c.Name, &Reason{ReasonCrashLoopBackOff, msg})
 				res.requeue(prev.FinishedAt.Add(wait).Sub(m.opts.Clock.Now()) + 100*time.Millisecond)
 				return
@@ -477,33 +500,42 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 	}
 	imageRef, err := m.ensureImage(ctx, pod, c)
 	if err != nil {
+		if r, ok := m.Reasons(pod.UID)[c.Name]; ok {
+			m.containerEvent(pod, c, "", corev1.EventTypeWarning, events.Failed, "Error: "+r.Reason)
+		}
 		res.fail(err)
 		return
 	}
 	cfg, err := m.containerConfig(ctx, pod, c, init, restarts, imageRef, sandboxID)
 	if err != nil {
+		m.containerEvent(pod, c, "", corev1.EventTypeWarning, events.Failed, "Error: "+err.Error())
 		m.setReason(pod.UID, c.Name, &Reason{ReasonCreateConfigError, err.Error()})
 		res.fail(err)
 		return
 	}
 	created, err := m.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sbConfig})
 	if err != nil {
+		m.containerEvent(pod, c, "", corev1.EventTypeWarning, events.Failed, "Error: "+grpcMessage(err))
 		m.setReason(pod.UID, c.Name, &Reason{ReasonCreateContainerError, err.Error()})
 		res.fail(fmt.Errorf("create container %s: %w", c.Name, err))
 		return
 	}
+	m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeNormal, events.Created, "Container created")
 	if _, err := m.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
+		m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeWarning, events.Failed, "Error: "+grpcMessage(err))
 		m.setReason(pod.UID, c.Name, &Reason{ReasonRunContainerError, err.Error()})
 		res.fail(fmt.Errorf("start container %s: %w", c.Name, err))
 		return
 	}
 	m.setReason(pod.UID, c.Name, nil)
+	m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeNormal, events.Started, "Container started")
 	m.log.Info("started container", "pod", podRef(pod), "container", c.Name, "id", created.ContainerId, "restarts", restarts)
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
 		if msg, err := m.runHandler(ctx, pod, c, created.ContainerId, c.Lifecycle.PostStart, 0); err != nil {
 			m.log.Warn("postStart hook failed; killing container", "pod", podRef(pod), "container", c.Name, "err", err)
+			m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeWarning, events.FailedPostStartHook, "PostStartHook failed")
 			m.setReason(pod.UID, c.Name, &Reason{ReasonPostStartHookError, msg})
-			_ = m.killContainer(ctx, pod, created.ContainerId, c.Name, nil)
+			_ = m.killContainer(ctx, pod, created.ContainerId, c.Name, "FailedPostStartHook", nil)
 			res.fail(fmt.Errorf("postStart hook of %s: %w", c.Name, err))
 		}
 	}
@@ -523,11 +555,14 @@ func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 			present = st.Image.Id
 		}
 	}
+	ref := events.ContainerRef(pod, c)
 	if present != "" {
+		m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulled, "Container image %q already present on machine", c.Image)
 		return present, nil
 	}
 	if policy == corev1.PullNever {
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		m.opts.Recorder.Event(ref, corev1.EventTypeWarning, events.ErrImageNeverPull, msg)
 		m.setReason(pod.UID, c.Name, &Reason{ReasonErrImageNeverPull, msg})
 		return "", errors.New(msg)
 	}
@@ -535,17 +570,22 @@ func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 	now := m.opts.Clock.Now()
 	if m.pulls.IsInBackOffSinceUpdate(key, now) {
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		m.opts.Recorder.Event(ref, corev1.EventTypeNormal, events.BackOff, msg)
 		m.setReason(pod.UID, c.Name, &Reason{ReasonImagePullBackOff, msg})
 		return "", errors.New(msg)
 	}
+	m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulling, "Pulling image %q", c.Image)
 	resp, err := m.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec})
 	if err != nil {
 		m.pulls.Next(key, now)
 		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
+		m.opts.Recorder.Event(ref, corev1.EventTypeWarning, events.Failed, msg)
 		m.setReason(pod.UID, c.Name, &Reason{ReasonErrImagePull, msg})
 		return "", errors.New(msg)
 	}
 	m.pulls.Reset(key)
+	m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulled, "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
+		c.Image, m.opts.Clock.Since(now).Truncate(time.Millisecond), m.opts.Clock.Since(now).Truncate(time.Millisecond), m.imageSize(ctx, resp.ImageRef))
 	return resp.ImageRef, nil
 }
 
@@ -558,7 +598,7 @@ func (m *Manager) KillPod(ctx context.Context, pod *corev1.Pod, st *PodStatus, g
 		wg.Add(1)
 		go func(c ContainerStatus) {
 			defer wg.Done()
-			if err := m.killContainer(ctx, pod, c.ID, c.Name, grace); err != nil {
+			if err := m.killContainer(ctx, pod, c.ID, c.Name, "", grace); err != nil {
 				errs <- err
 			}
 		}(c)
@@ -633,13 +673,21 @@ func findContainer(pod *corev1.Pod, name string) *corev1.Container {
 
 // killContainer runs the preStop hook (bounded by the grace period), then
 // stops the container with what is left of it.
-func (m *Manager) killContainer(ctx context.Context, pod *corev1.Pod, id, name string, grace *int64) error {
+func (m *Manager) killContainer(ctx context.Context, pod *corev1.Pod, id, name, message string, grace *int64) error {
 	g := gracePeriod(pod, grace)
 	start := m.opts.Clock.Now()
-	if c := findContainer(pod, name); c != nil && c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+	c := findContainer(pod, name)
+	if c != nil {
+		if message == "" {
+			message = "Stopping container " + c.Name
+		}
+		m.containerEvent(pod, c, id, corev1.EventTypeNormal, events.Killing, message)
+	}
+	if c != nil && c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
 		hctx, cancel := context.WithTimeout(ctx, time.Duration(g)*time.Second)
 		if _, err := m.runHandler(hctx, pod, c, id, c.Lifecycle.PreStop, time.Duration(g)*time.Second); err != nil {
 			m.log.Warn("preStop hook failed", "pod", podRef(pod), "container", name, "err", err)
+			m.containerEvent(pod, c, id, corev1.EventTypeWarning, events.FailedPreStopHook, "PreStopHook failed")
 		}
 		cancel()
 		g -= int64(m.opts.Clock.Since(start).Seconds())
@@ -651,4 +699,45 @@ func (m *Manager) killContainer(ctx context.Context, pod *corev1.Pod, id, name s
 		return fmt.Errorf("stop container %s (%s): %w", name, id, err)
 	}
 	return nil
+}
+
+// Recorder is the manager's event recorder (the prober records through it).
+func (m *Manager) Recorder() events.Recorder { return m.opts.Recorder }
+
+// containerEvent records an event on a container; the runtime's container
+// ID in a message is replaced by the container's name so repeats aggregate,
+// as the kubelet does.
+func (m *Manager) containerEvent(pod *corev1.Pod, c *corev1.Container, id, eventtype, reason, message string) {
+	if id != "" {
+		message = strings.ReplaceAll(message, id, c.Name)
+	}
+	m.opts.Recorder.Event(events.ContainerRef(pod, c), eventtype, reason, message)
+}
+
+// podEvent records one event per joined error (one FailedMount per volume).
+func (m *Manager) podEvent(pod *corev1.Pod, eventtype, reason string, err error) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		m.opts.Recorder.Event(events.PodRef(pod), eventtype, reason, e.Error())
+	}
+}
+
+// grpcMessage is a runtime error's message without the gRPC framing.
+func grpcMessage(err error) string {
+	if st, ok := status.FromError(err); ok {
+		return st.Message()
+	}
+	return err.Error()
+}
+
+// imageSize is a pulled image's size for the Pulled event (0 if unknown).
+func (m *Manager) imageSize(ctx context.Context, ref string) uint64 {
+	st, err := m.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	if err != nil || st.Image == nil {
+		return 0
+	}
+	return st.Image.Size
 }

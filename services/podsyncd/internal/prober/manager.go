@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/microlet/microlet/services/podsyncd/internal/events"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 )
 
@@ -36,6 +37,7 @@ type Manager struct {
 	onChange func(types.UID)
 
 	mu      sync.Mutex
+	rec     events.Recorder
 	workers map[key]*worker
 	// results hold each worker's verdict by container ID and kind.
 	results map[string]map[Kind]verdict
@@ -67,6 +69,20 @@ func NewWithRunner(run RunFunc, clk clock.WithTicker, log *slog.Logger, onChange
 		onChange = func(types.UID) {}
 	}
 	return &Manager{log: log, run: run, clock: clk, onChange: onChange, workers: map[key]*worker{}, results: map[string]map[Kind]verdict{}}
+}
+
+// SetRecorder makes failed probes record upstream's Unhealthy events
+// ("Liveness probe failed: ...") instead of only logging them.
+func (m *Manager) SetRecorder(rec events.Recorder) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rec = rec
+}
+
+func (m *Manager) recorder() events.Recorder {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rec
 }
 
 // Sync starts workers for the probes of every running container of the pod
@@ -289,8 +305,12 @@ func (w *worker) probeOnce(ctx context.Context, start time.Time, initial time.Du
 	} else {
 		*last, *run = res, 1
 	}
-	if res == Failure && w.m.log != nil {
-		w.m.log.Info("probe failed", "kind", string(w.key.kind), "pod", tg.Pod.Namespace+"/"+tg.Pod.Name, "container", tg.Container.Name, "output", msg)
+	if res == Failure {
+		if rec := w.m.recorder(); rec != nil {
+			rec.Eventf(events.ContainerRef(tg.Pod, tg.Container), corev1.EventTypeWarning, events.Unhealthy, "%s probe failed: %s", w.key.kind, msg)
+		} else if w.m.log != nil {
+			w.m.log.Info("probe failed", "kind", string(w.key.kind), "pod", tg.Pod.Namespace+"/"+tg.Pod.Name, "container", tg.Container.Name, "output", msg)
+		}
 	}
 	if (res == Success && *run < success) || (res == Failure && *run < failure) {
 		return false

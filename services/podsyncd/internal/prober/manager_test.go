@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
@@ -100,6 +101,8 @@ func TestLivenessFailureAndStartupGate(t *testing.T) {
 	s := &script{results: map[Kind][]Result{Startup: {Success}, Liveness: {Failure, Failure}}, calls: make(chan Kind, 10)}
 	m := NewWithRunner(s.run, clk, nil, nil)
 	defer m.Stop()
+	rec := record.NewFakeRecorder(10)
+	m.SetRecorder(rec)
 	grace := int64(3)
 	c := corev1.Container{Name: "app",
 		StartupProbe:  &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 3},
@@ -126,6 +129,12 @@ func TestLivenessFailureAndStartupGate(t *testing.T) {
 	msg, g, _ := m.LivenessFailed(spec, "c1")
 	if msg != "Container app failed liveness probe, will be restarted" || g == nil || *g != 3 {
 		t.Fatalf("LivenessFailed = %q, %v", msg, g)
+	}
+	// Every failed run is an Unhealthy event in upstream's words.
+	for i := 0; i < 2; i++ {
+		if ev := <-rec.Events; ev != "Warning Unhealthy Liveness probe failed: scripted" {
+			t.Fatalf("event %d = %q", i, ev)
+		}
 	}
 	// The restarted instance is a new container ID with a clean slate.
 	st.Containers[0] = podruntime.ContainerStatus{ID: "c2", Name: "app", State: podruntime.StateRunning}

@@ -19,7 +19,9 @@ import (
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
+	"github.com/microlet/microlet/services/podsyncd/internal/dns"
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
+	"github.com/microlet/microlet/services/podsyncd/internal/events"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
 	"github.com/microlet/microlet/services/podsyncd/internal/resources"
@@ -41,6 +43,9 @@ type Config struct {
 	RuntimeTimeout     time.Duration `yaml:"runtime_request_timeout" flag:"runtime-request-timeout" usage:"timeout of one CRI call (image pulls excepted)"`
 	SeccompProfileRoot string        `yaml:"seccomp_profile_root" flag:"seccomp-profile-root" usage:"directory of Localhost seccomp profiles (default <data_dir>/seccomp)"`
 	SeccompDefault     bool          `yaml:"seccomp_default" flag:"seccomp-default" usage:"give containers without a seccomp profile the runtime's default profile instead of none"`
+	ClusterDNS         []string      `yaml:"cluster_dns" flag:"cluster-dns" usage:"IP addresses of the cluster DNS servers for dnsPolicy ClusterFirst pods (the kubelet's clusterDNS); empty: such pods use the host's resolver"`
+	ClusterDomain      string        `yaml:"cluster_domain" flag:"cluster-domain" usage:"the cluster's DNS domain, searched by ClusterFirst pods (the kubelet's clusterDomain)"`
+	ResolvConf         string        `yaml:"resolv_conf" flag:"resolv-conf" usage:"resolver file that dnsPolicy Default pods get and ClusterFirst pods take search paths from; empty: a resolver on the pod's loopback only"`
 }
 
 // Server is the podsyncd service.
@@ -61,6 +66,7 @@ func New() *Server {
 		BackoffInitial:     podruntime.DefaultBackoffInitial,
 		BackoffMax:         podruntime.DefaultBackoffMax,
 		RuntimeTimeout:     2 * time.Minute,
+		ResolvConf:         "/etc/resolv.conf",
 	}}
 }
 
@@ -86,6 +92,9 @@ func (s *Server) Register(env *service.Env) error {
 	}
 	if c.PodLogsDir == "" {
 		return fmt.Errorf("pod_logs_dir must not be empty")
+	}
+	if _, err := dns.New(dns.Config{ClusterDNS: c.ClusterDNS, ClusterDomain: c.ClusterDomain}, nil); err != nil {
+		return err
 	}
 	podsyncv1.RegisterPodSyncServiceServer(env.Server.GRPC(), s)
 	return nil
@@ -138,8 +147,9 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	// ConfigMaps and Secrets for env (and volumes) are read with the node's
 	// identity; standalone nodes have none.
 	var (
-		objects envvars.Source
-		tokens  volumes.Tokens
+		objects  envvars.Source
+		tokens   volumes.Tokens
+		services envvars.Services
 	)
 	client, _, err := kubeclient.Clientset(c.Kubeconfig, components.PodSyncd, 20, 40)
 	switch {
@@ -149,7 +159,18 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	default:
 		objects = envvars.ClientSource{Client: client}
 		tokens = volumes.ClientTokens{Client: client}
+		inf := envvars.NewInformerServices(client)
+		inf.Start(ctx)
+		services = inf
 	}
+	// Events go to the API server as the kubelet's do; standalone, to the log.
+	recorder, stopEvents := events.New(client, c.NodeName, events.Component, env.Log)
+	defer stopEvents()
+	dnsConf, err := dns.New(dns.Config{ClusterDNS: c.ClusterDNS, ClusterDomain: c.ClusterDomain, ResolvConf: c.ResolvConf, NodeName: c.NodeName}, recorder)
+	if err != nil {
+		return err
+	}
+	dnsConf.CheckResolvConf()
 	seccompRoot := c.SeccompProfileRoot
 	if seccompRoot == "" {
 		seccompRoot = filepath.Join(c.DataDir, "seccomp")
@@ -168,6 +189,9 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		Volumes:        volumes.New(c.DataDir, objects, tokens),
 		Security:       securitycontext.Options{SeccompProfileRoot: seccompRoot, SeccompDefault: c.SeccompDefault},
 		MemoryCapacity: memCapacity,
+		DNS:            dnsConf,
+		Services:       services,
+		Recorder:       recorder,
 	})
 	s.loop = syncloop.New(env.Log, rm, rt,
 		podconfigv1.NewPodConfigServiceClient(conns[components.PodConfig]),

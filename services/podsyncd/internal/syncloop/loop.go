@@ -86,6 +86,7 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt runtimeapi.RuntimeServiceC
 			l.workers.Trigger(uid)
 		}
 	})
+	l.probes.SetRecorder(rm.Recorder())
 	rm.SetHealth(l.probes)
 	rm.SetNodeInfo(func(ctx context.Context) ([]string, corev1.ResourceList) {
 		var alloc corev1.ResourceList
