@@ -96,7 +96,8 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func startStack(t testing.TB) *stack {
+// startStack starts a node; podsyncdArgs are added to podsyncd's flags.
+func startStack(t testing.TB, podsyncdArgs ...string) *stack {
 	t.Helper()
 	cp := controlplane.Get(t)
 	bins := binaries(t)
@@ -123,10 +124,14 @@ func startStack(t testing.TB) *stack {
 			t.Fatal(err)
 		}
 	}
+	extra := ""
+	for _, a := range podsyncdArgs {
+		extra += fmt.Sprintf(", %q", a)
+	}
 	cfg := fmt.Sprintf(`args:
-  podsyncd: ["--pod-logs-dir=%s", "--crashloop-backoff-initial=2s", "--crashloop-backoff-max=20s", "--resync-period=5s"]
+  podsyncd: ["--pod-logs-dir=%s", "--crashloop-backoff-initial=2s", "--crashloop-backoff-max=20s", "--resync-period=5s"%s]
   runtime-shim: ["--docker-instance=%s"]
-`, s.logDir, s.instance)
+`, s.logDir, extra, s.instance)
 	cfgPath := filepath.Join(dir, "microlet.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
