@@ -37,7 +37,6 @@ func lbService(name, uid, lbIP string, ports ...int32) *corev1.Service {
 	return svc
 }
 
-
 // TestExternalLoadBalancerAndRoutes drives the example plug-in, built and
 // started here on a real unix socket, through the client's
 // cloudprovider.LoadBalancer and cloudprovider.Routes.
