@@ -55,7 +55,13 @@ type Env struct {
 
 	readyOnce sync.Once
 	onReady   []func()
+	gatherers []prometheus.Gatherer
 }
+
+// Gather adds g to what --metrics-addr serves beside Registry, for libraries
+// that register their metrics elsewhere (k8s.io/component-base's
+// legacyregistry). Names must not repeat Registry's. Call it in Register.
+func (e *Env) Gather(g prometheus.Gatherer) { e.gatherers = append(e.gatherers, g) }
 
 // Ready marks the service SERVING. Later calls do nothing.
 func (e *Env) Ready() {
@@ -141,7 +147,7 @@ func Execute(svc Service, args []string) int {
 
 	var metricsSrv *http.Server
 	if c.MetricsAddr != "" {
-		metricsSrv, err = serveMetrics(c.MetricsAddr, reg, log)
+		metricsSrv, err = serveMetrics(c.MetricsAddr, reg, env.gatherers, log)
 		if err != nil {
 			_ = lis.Close()
 			fmt.Fprintf(os.Stderr, "%s: %v\n", svc.Name(), err)
@@ -270,13 +276,13 @@ func (p *selfProbe) close() {
 	}
 }
 
-func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
+func serveMetrics(addr string, reg *prometheus.Registry, extra []prometheus.Gatherer, log *slog.Logger) (*http.Server, error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics_addr %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(append(prometheus.Gatherers{reg}, extra...), promhttp.HandlerOpts{Registry: reg}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {

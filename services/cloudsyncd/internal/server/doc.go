@@ -11,4 +11,10 @@
 // When node_init is on and a kubeconfig is available (cloud_kubeconfig, else
 // kubeconfig), the nodeinit controller performs this Node's cloud
 // initialisation and keeps its shutdown taint in step with the provider.
+//
+// When controllers is set the process runs controller mode instead (package
+// controllers, wired in controllers.go): the cluster-wide cloud from package
+// cloud, k8s.io/cloud-provider's controllers under leader election, and the
+// CloudSync API answering FailedPrecondition. Losing the Lease ends Run with
+// an error, so the process exits 1 for its supervisor to restart.
 package server

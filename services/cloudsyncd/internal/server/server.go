@@ -14,6 +14,8 @@ import (
 	"github.com/microlet/microlet/internal/kubeclient"
 	"github.com/microlet/microlet/internal/service"
 	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
+	"github.com/microlet/microlet/services/cloudsyncd/internal/cloud"
+	"github.com/microlet/microlet/services/cloudsyncd/internal/controllers"
 	"github.com/microlet/microlet/services/cloudsyncd/internal/nodeinit"
 	"github.com/microlet/microlet/services/cloudsyncd/internal/provider"
 	"github.com/microlet/microlet/services/cloudsyncd/internal/provider/external"
@@ -45,7 +47,9 @@ type Config struct {
 	local.Settings `yaml:",inline"`
 
 	NodeInit        bool   `yaml:"node_init" flag:"node-init" usage:"initialise this Node from the provider while it has the uninitialized taint, and keep the shutdown taint in step"`
-	CloudKubeconfig string `yaml:"cloud_kubeconfig" flag:"cloud-kubeconfig" usage:"kubeconfig of a credential allowed to change Node taints, for node_init (default: kubeconfig)"`
+	CloudKubeconfig string `yaml:"cloud_kubeconfig" flag:"cloud-kubeconfig" usage:"kubeconfig of a credential allowed to change Node taints, for node_init and the controllers (default: kubeconfig)"`
+
+	ControllerConfig `yaml:",inline"`
 }
 
 // Server is the cloudsyncd service.
@@ -53,6 +57,11 @@ type Server struct {
 	cfg     Config
 	mgr     *syncmanager.Manager // nil when no provider is configured
 	handler *handler
+
+	// Controller mode (controllers set): the cluster-wide cloud and the
+	// controllers driving it; mgr is nil then.
+	cloud cloud.Cloud
+	ctl   *controllers.Manager
 }
 
 // New returns the service with its defaults.
@@ -65,6 +74,7 @@ func New() *Server {
 		MetadataTokenTTL:       metadata.DefaultTokenTTL,
 		MetadataRequestTimeout: metadata.DefaultRequestTimeout,
 		NodeInit:               true,
+		ControllerConfig:       defaultControllerConfig(),
 	}}
 }
 
@@ -84,6 +94,15 @@ func (s *Server) Register(env *service.Env) error {
 	if c.ProviderTimeout <= 0 {
 		return fmt.Errorf("provider_timeout %s: must be positive", c.ProviderTimeout)
 	}
+	if len(c.Controllers) > 0 {
+		// One mode per process: see registerControllers.
+		if err := s.registerControllers(env); err != nil {
+			return err
+		}
+		s.handler = &handler{unavailable: errControllerMode}
+		cloudsyncv1.RegisterCloudSyncServiceServer(env.Server.GRPC(), s.handler)
+		return nil
+	}
 	p, err := s.buildProvider(env)
 	if err != nil {
 		return err
@@ -95,7 +114,7 @@ func (s *Server) Register(env *service.Env) error {
 			syncmanager.WithLogger(env.Log),
 			syncmanager.WithRegistry(env.Registry))
 	}
-	s.handler = &handler{mgr: s.mgr}
+	s.handler = &handler{mgr: s.mgr, unavailable: errNoProvider}
 	cloudsyncv1.RegisterCloudSyncServiceServer(env.Server.GRPC(), s.handler)
 	return nil
 }
@@ -131,6 +150,9 @@ func (s *Server) buildProvider(env *service.Env) (provider.Provider, error) {
 
 // Run implements service.Service.
 func (s *Server) Run(ctx context.Context, env *service.Env) error {
+	if s.ctl != nil {
+		return s.runControllers(ctx, env)
+	}
 	if s.mgr == nil {
 		env.Ready()
 		<-ctx.Done()
@@ -173,7 +195,8 @@ func (s *Server) startNodeInit(ctx context.Context, env *service.Env) {
 // handler serves CloudSyncService.
 type handler struct {
 	cloudsyncv1.UnimplementedCloudSyncServiceServer
-	mgr *syncmanager.Manager
+	mgr         *syncmanager.Manager
+	unavailable error // the answer when mgr is nil
 }
 
 var _ cloudsyncv1.CloudSyncServiceServer = (*handler)(nil)
@@ -201,7 +224,7 @@ func toStatus(err error) error {
 // GetNodeAddresses implements CloudSyncService.
 func (h *handler) GetNodeAddresses(ctx context.Context, _ *cloudsyncv1.GetNodeAddressesRequest) (*cloudsyncv1.GetNodeAddressesResponse, error) {
 	if h.mgr == nil {
-		return nil, errNoProvider
+		return nil, h.unavailable
 	}
 	addrs, err := h.mgr.NodeAddresses(ctx)
 	if err != nil {
@@ -217,7 +240,7 @@ func (h *handler) GetNodeAddresses(ctx context.Context, _ *cloudsyncv1.GetNodeAd
 // WatchNodeAddresses implements CloudSyncService.
 func (h *handler) WatchNodeAddresses(_ *cloudsyncv1.WatchNodeAddressesRequest, stream cloudsyncv1.CloudSyncService_WatchNodeAddressesServer) error {
 	if h.mgr == nil {
-		return errNoProvider
+		return h.unavailable
 	}
 	err := h.mgr.Watch(stream.Context(), func(addrs []corev1.NodeAddress) error {
 		b, err := encode(addrs)
@@ -235,7 +258,7 @@ func (h *handler) WatchNodeAddresses(_ *cloudsyncv1.WatchNodeAddressesRequest, s
 // GetInstanceMetadata implements CloudSyncService.
 func (h *handler) GetInstanceMetadata(ctx context.Context, _ *cloudsyncv1.GetInstanceMetadataRequest) (*cloudsyncv1.GetInstanceMetadataResponse, error) {
 	if h.mgr == nil {
-		return nil, errNoProvider
+		return nil, h.unavailable
 	}
 	md, err := h.mgr.InstanceMetadata(ctx)
 	if err != nil {

@@ -198,6 +198,14 @@ func TestBadConfigIsOneLineNamingTheField(t *testing.T) {
 		{[]string{"--cloud-provider", "nosuchcloud"}, `cloud_provider "nosuchcloud"`},
 		{[]string{"--sync-frequency", "0s"}, "sync_frequency"},
 		{[]string{"--provider-timeout", "-1s"}, "provider_timeout"},
+		{[]string{"--controllers", "service,nodes"}, `controllers: unknown controller "nodes"`},
+		{[]string{"--controllers", "service", "--cloud-provider", "local"}, "controllers: need kubeconfig or cloud_kubeconfig"},
+		{[]string{"--controllers", "route", "--cloud-provider", "local"}, "cluster_cidr: required by the route controller"},
+		{[]string{"--controllers", "route", "--cluster-cidr", "10.244.0.0"}, "cluster_cidr"},
+		{[]string{"--controllers", "node", "--leader-elect-lease-duration", "10s"}, "leader_elect_lease_duration"},
+		{[]string{"--controllers", "node", "--leader-elect-retry-period", "9s"}, "leader_elect_renew_deadline"},
+		{[]string{"--controllers", "node", "--node-monitor-period", "0s"}, "node_monitor_period"},
+		{[]string{"--controllers", "service", "--kubeconfig", "/nonexistent/kubeconfig"}, "kubeconfig /nonexistent/kubeconfig"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			cmd := exec.Command(binary(t), append([]string{"--run-dir", dir}, tc.args...)...)
