@@ -1,10 +1,19 @@
 package controllers
 
 import (
+	"net"
 	"slices"
 	"strings"
 	"testing"
+
+	fakecloud "k8s.io/cloud-provider/fake"
 )
+
+// newFakeCloud is k8s.io/cloud-provider's test double, giving balancers
+// the address 192.0.2.10.
+func newFakeCloud() *fakecloud.Cloud {
+	return &fakecloud.Cloud{ExternalIP: net.ParseIP("192.0.2.10"), Provider: "fake"}
+}
 
 func TestParseNames(t *testing.T) {
 	for _, tc := range []struct {
