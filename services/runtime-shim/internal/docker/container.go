@@ -164,7 +164,8 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		}
 	}
 	if c.GetLinux().GetSecurityContext() == nil {
-		hc.SecurityOpt = append(hc.SecurityOpt, seccompOpt(nil)...)
+		opt, _ := seccompOpt("", nil)
+		hc.SecurityOpt = append(hc.SecurityOpt, opt...)
 	}
 	if hc.CgroupParent == "" {
 		hc.CgroupParent = req.GetSandboxConfig().GetLinux().GetCgroupParent()
@@ -277,17 +278,56 @@ func oomScoreAdj(v int) int {
 
 // seccompOpt maps the CRI's seccomp profile onto Docker's option. No profile
 // at all means unconfined in the CRI (the kubelet asks for RuntimeDefault
-// explicitly), while Docker would apply its default profile.
-func seccompOpt(p *runtimeapi.SecurityProfile) []string {
+// explicitly), while Docker would apply its default profile. A Localhost
+// profile is read here (Docker takes the profile's JSON, not a path); a
+// profile that cannot be read is refused, never silently replaced.
+func seccompOpt(field string, p *runtimeapi.SecurityProfile) ([]string, error) {
 	switch {
 	case p == nil || p.ProfileType == runtimeapi.SecurityProfile_Unconfined:
-		return []string{"seccomp=unconfined"}
+		return []string{"seccomp=unconfined"}, nil
 	case p.ProfileType == runtimeapi.SecurityProfile_Localhost:
-		if b, err := os.ReadFile(p.LocalhostRef); err == nil {
-			return []string{"seccomp=" + string(b)}
+		if p.LocalhostRef == "" || !filepath.IsAbs(p.LocalhostRef) {
+			return nil, invalid(field+".localhost_ref", "must be the absolute path of a seccomp profile")
 		}
+		b, err := os.ReadFile(p.LocalhostRef)
+		if err != nil {
+			return nil, invalid(field+".localhost_ref", fmt.Sprintf("cannot load seccomp profile %q: %v", p.LocalhostRef, err))
+		}
+		return []string{"seccomp=" + string(b)}, nil
 	}
-	return nil
+	return nil, nil
+}
+
+// userSpec is Docker's "user[:group]" from a CRI user, user name and group.
+func userSpec(field string, uid *runtimeapi.Int64Value, name string, gid *runtimeapi.Int64Value) (string, error) {
+	user := ""
+	switch {
+	case uid != nil:
+		user = strconv.FormatInt(uid.Value, 10)
+	case name != "":
+		user = name
+	}
+	if gid != nil {
+		if user == "" {
+			return "", invalid(field+".run_as_group", "needs run_as_user or run_as_username")
+		}
+		user += ":" + strconv.FormatInt(gid.Value, 10)
+	}
+	return user, nil
+}
+
+// groupAdd is Docker's GroupAdd from the CRI's supplemental groups. Docker
+// (like runc) always adds the groups /etc/group gives the user, so only the
+// Merge policy can be honoured.
+func groupAdd(field string, groups []int64, policy runtimeapi.SupplementalGroupsPolicy) ([]string, error) {
+	if policy == runtimeapi.SupplementalGroupsPolicy_Strict {
+		return nil, invalid(field+".supplemental_groups_policy", "Strict is not supported by Docker, which always merges the groups of the image's /etc/group")
+	}
+	out := make([]string, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, strconv.FormatInt(g, 10))
+	}
+	return out, nil
 }
 
 func applySecurity(cfg *container.Config, hc *container.HostConfig, sc *runtimeapi.LinuxContainerSecurityContext) error {
@@ -312,7 +352,11 @@ func applySecurity(cfg *container.Config, hc *container.HostConfig, sc *runtimea
 				return invalid("config.linux.security_context.capabilities.add_ambient_capabilities", "not supported by Docker")
 			}
 		}
-		hc.SecurityOpt = append(hc.SecurityOpt, seccompOpt(sc.Seccomp)...)
+		opt, err := seccompOpt("config.linux.security_context.seccomp", sc.Seccomp)
+		if err != nil {
+			return err
+		}
+		hc.SecurityOpt = append(hc.SecurityOpt, opt...)
 		if sc.MaskedPaths != nil {
 			hc.MaskedPaths = sc.MaskedPaths
 		}
@@ -327,24 +371,14 @@ func applySecurity(cfg *container.Config, hc *container.HostConfig, sc *runtimea
 		hc.SecurityOpt = append(hc.SecurityOpt, "no-new-privileges")
 	}
 	hc.ReadonlyRootfs = sc.ReadonlyRootfs
-	user := ""
-	switch {
-	case sc.RunAsUser != nil:
-		user = strconv.FormatInt(sc.RunAsUser.Value, 10)
-	case sc.RunAsUsername != "":
-		user = sc.RunAsUsername
-	}
-	if sc.RunAsGroup != nil {
-		if user == "" {
-			return invalid("config.linux.security_context.run_as_group", "needs run_as_user or run_as_username")
-		}
-		user += ":" + strconv.FormatInt(sc.RunAsGroup.Value, 10)
+	const field = "config.linux.security_context"
+	user, err := userSpec(field, sc.RunAsUser, sc.RunAsUsername, sc.RunAsGroup)
+	if err != nil {
+		return err
 	}
 	cfg.User = user
-	for _, g := range sc.SupplementalGroups {
-		hc.GroupAdd = append(hc.GroupAdd, strconv.FormatInt(g, 10))
-	}
-	return nil
+	hc.GroupAdd, err = groupAdd(field, sc.SupplementalGroups, sc.SupplementalGroupsPolicy)
+	return err
 }
 
 // inspectContainer resolves id to one of our (non-sandbox) containers.

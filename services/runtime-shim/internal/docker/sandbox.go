@@ -189,9 +189,21 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			if sc.Privileged {
 				applyPrivileged(hc)
 			}
-			hc.SecurityOpt = append(hc.SecurityOpt, seccompOpt(sc.Seccomp)...)
+			const field = "config.linux.security_context"
+			opt, err := seccompOpt(field+".seccomp", sc.Seccomp)
+			if err != nil {
+				return nil, err
+			}
+			hc.SecurityOpt = append(hc.SecurityOpt, opt...)
+			// The pause process takes the pod's group only together with
+			// its user; a group alone leaves the pause image's root user.
 			if sc.RunAsUser != nil {
-				cfg.User = strconv.FormatInt(sc.RunAsUser.Value, 10)
+				if cfg.User, err = userSpec(field, sc.RunAsUser, "", sc.RunAsGroup); err != nil {
+					return nil, err
+				}
+			}
+			if hc.GroupAdd, err = groupAdd(field, sc.SupplementalGroups, sc.SupplementalGroupsPolicy); err != nil {
+				return nil, err
 			}
 		}
 	}
