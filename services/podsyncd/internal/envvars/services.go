@@ -147,7 +147,9 @@ func NewInformerServices(client kubernetes.Interface) *InformerServices {
 func (s *InformerServices) Start(ctx context.Context) { s.factory.Start(ctx.Done()) }
 
 // List implements Services.
-func (s *InformerServices) List() ([]*corev1.Service, error) { return s.lister.List(labels.Everything()) }
+func (s *InformerServices) List() ([]*corev1.Service, error) {
+	return s.lister.List(labels.Everything())
+}
 
 // HasSynced implements Services.
 func (s *InformerServices) HasSynced() bool { return s.synced() }
