@@ -17,12 +17,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // binDir holds the binaries built by TestMain.
@@ -89,47 +89,21 @@ func buildBinaries(dir string) error {
 }
 
 // shortDir makes a run dir short enough for every socket path.
-func shortDir(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("/tmp", "mlt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(d) })
-	return d
-}
-
-// syncBuffer collects a process's output while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+func shortDir(t *testing.T) string { return testenv.ShortDir(t, "mlt") }
 
 // running is a `microlet run` process.
 type running struct {
 	cmd    *exec.Cmd
 	runDir string
-	stdout *syncBuffer
-	stderr *syncBuffer
+	stdout *testenv.LockedBuffer
+	stderr *testenv.LockedBuffer
 	done   chan struct{}
 	err    error
 }
 
 func startMicrolet(t *testing.T, runDir string, args ...string) *running {
 	t.Helper()
-	r := &running{runDir: runDir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	r := &running{runDir: runDir, stdout: &testenv.LockedBuffer{}, stderr: &testenv.LockedBuffer{}, done: make(chan struct{})}
 	// A manifest dir gives podconfig a source, as `make run` does; args may override it.
 	full := append([]string{"run", "--run-dir", runDir, "--data-dir", t.TempDir(), "--bin-dir", binDir,
 		"--node-name", "test-node", "--manifest-dir", t.TempDir()}, args...)
@@ -620,7 +594,7 @@ func TestCLIWithoutSupervisor(t *testing.T) {
 	pc := exec.Command(filepath.Join(binDir, "podconfig"), "--run-dir", runDir, "--data-dir", t.TempDir(),
 		"--manifest-dir", manifests, "--node-name", "test-node")
 	pc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var pcErr syncBuffer
+	var pcErr testenv.LockedBuffer
 	pc.Stderr = &pcErr
 	if err := pc.Start(); err != nil {
 		t.Fatal(err)
@@ -705,7 +679,7 @@ func checkWatch(t *testing.T, runDir string) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "microlet"), "get", "pods", "--watch", "-o", "json", "--run-dir", runDir)
-	var errOut syncBuffer
+	var errOut testenv.LockedBuffer
 	cmd.Stderr = &errOut
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -7,17 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
-func shortDir(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("/tmp", "sock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(d) })
-	return d
-}
+func shortDir(t *testing.T) string { return testenv.ShortDir(t, "sock") }
 
 func TestListen(t *testing.T) {
 	tests := []struct {
