@@ -21,10 +21,28 @@ import (
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 )
 
-// tcpBackend answers each line with "<name>:<line>" until the test ends.
-func tcpBackend(t *testing.T, name string) int {
+// hostIP returns an IPv4 address of this host that an EndpointSlice may
+// carry: the API server refuses loopback and link-local endpoint addresses,
+// so the backends listen on an interface address instead.
+func hostIP(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("no non-loopback IPv4 address on this host for the backends (the API server refuses loopback endpoints)")
+	return ""
+}
+
+// tcpBackend answers each line with "<name>:<line>" until the test ends.
+func tcpBackend(t *testing.T, ip, name string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +68,9 @@ func tcpBackend(t *testing.T, name string) int {
 }
 
 // udpBackend answers each datagram with "<name>:<datagram>".
-func udpBackend(t *testing.T, name string) int {
+func udpBackend(t *testing.T, ip, name string) int {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +160,8 @@ func epPort(name string, proto corev1.Protocol, port int) discoveryv1.EndpointPo
 
 // TestLocalLoadBalancer proves the local provider against the real
 // kube-apiserver: a Service and its EndpointSlices are created there, the
-// backends are real servers on 127.0.0.1, and traffic goes through the
-// address the provider allocates.
+// backends are real servers on an address of this host, and traffic goes
+// through the address the provider allocates.
 func TestLocalLoadBalancer(t *testing.T) {
 	cp := controlplane.Get(t)
 	cs := kubernetes.NewForConfigOrDie(cp.AdminConfig())
@@ -154,7 +172,8 @@ func TestLocalLoadBalancer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tcpA, tcpB, udpA := tcpBackend(t, "a"), tcpBackend(t, "b"), udpBackend(t, "u")
+	backend := hostIP(t)
+	tcpA, tcpB, udpA := tcpBackend(t, backend, "a"), tcpBackend(t, backend, "b"), udpBackend(t, backend, "u")
 	svc, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: corev1.ServiceSpec{
@@ -170,10 +189,10 @@ func TestLocalLoadBalancer(t *testing.T) {
 	}
 	ports := []discoveryv1.EndpointPort{epPort("http", corev1.ProtocolTCP, tcpA), epPort("dns", corev1.ProtocolUDP, udpA)}
 	for _, s := range []*discoveryv1.EndpointSlice{
-		slice(svc, "web-a", ports, true, "127.0.0.1"),
-		slice(svc, "web-b", []discoveryv1.EndpointPort{epPort("http", corev1.ProtocolTCP, tcpB)}, true, "127.0.0.1"),
+		slice(svc, "web-a", ports, true, backend),
+		slice(svc, "web-b", []discoveryv1.EndpointPort{epPort("http", corev1.ProtocolTCP, tcpB)}, true, backend),
 		// Not ready: never chosen.
-		slice(svc, "web-c", []discoveryv1.EndpointPort{epPort("http", corev1.ProtocolTCP, 1)}, false, "127.0.0.1"),
+		slice(svc, "web-c", []discoveryv1.EndpointPort{epPort("http", corev1.ProtocolTCP, 1)}, false, backend),
 	} {
 		if _, err := cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create EndpointSlice %s: %v", s.Name, err)
@@ -352,7 +371,7 @@ func TestLocalInstances(t *testing.T) {
 // and the client's next datagram starts a new one on the next backend.
 // A narrow unit test: the EndpointSlice comes from a fake clientset.
 func TestLocalUDPSessions(t *testing.T) {
-	u1, u2 := udpBackend(t, "u1"), udpBackend(t, "u2")
+	u1, u2 := udpBackend(t, "127.0.0.1", "u1"), udpBackend(t, "127.0.0.1", "u2")
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "dns", UID: "uid-dns"},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 18054}}}}
 	cs := fake.NewClientset(

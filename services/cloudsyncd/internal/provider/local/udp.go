@@ -31,27 +31,38 @@ func (l *listener) serveUDP() {
 			continue
 		}
 		key := client.String()
-		mu.Lock()
-		s := sessions[key]
-		mu.Unlock()
-		if s == nil {
-			s = l.newUDPSession(client)
+		// Two tries: a session that just ended by idleness is replaced.
+		for range 2 {
+			mu.Lock()
+			s := sessions[key]
+			mu.Unlock()
 			if s == nil {
-				continue // no backend: the datagram is dropped, as a real balancer would
+				s = l.newUDPSession(client)
+				if s == nil {
+					break // no backend: the datagram is dropped, as a real balancer would
+				}
+				mu.Lock()
+				sessions[key] = s
+				mu.Unlock()
+				go func() {
+					l.replyUDP(s, client)
+					mu.Lock()
+					if sessions[key] == s {
+						delete(sessions, key)
+					}
+					mu.Unlock()
+				}()
+			}
+			s.lastSeen.Store(time.Now().UnixNano())
+			_, err := s.backend.Write(buf[:n])
+			if !errors.Is(err, net.ErrClosed) {
+				break
 			}
 			mu.Lock()
-			sessions[key] = s
-			mu.Unlock()
-			go func() {
-				l.replyUDP(s, client)
-				mu.Lock()
+			if sessions[key] == s {
 				delete(sessions, key)
-				mu.Unlock()
-			}()
-		}
-		s.lastSeen.Store(time.Now().UnixNano())
-		if _, err := s.backend.Write(buf[:n]); err != nil {
-			l.p.log.Debug("local load balancer: UDP send to backend failed", "err", err)
+			}
+			mu.Unlock()
 		}
 	}
 }
