@@ -161,12 +161,18 @@ func (e *externalCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return
 
 // LoadBalancer implements cloudprovider.Interface when the plug-in has the capability.
 func (e *externalCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
-	return nil, false // until the plug-in API has LoadBalancerService
+	if e.c.HasCapability(external.CapabilityLoadBalancer) {
+		return e.c, true
+	}
+	return nil, false
 }
 
 // Routes implements cloudprovider.Interface when the plug-in has the capability.
 func (e *externalCloud) Routes() (cloudprovider.Routes, bool) {
-	return nil, false // until the plug-in API has RoutesService
+	if e.c.HasCapability(external.CapabilityRoutes) {
+		return e.c, true
+	}
+	return nil, false
 }
 
 // Close implements Cloud.

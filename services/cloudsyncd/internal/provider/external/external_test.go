@@ -11,17 +11,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // buildExample builds the example plug-in once per test binary.
 func buildExample(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "cloudprovider-external")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/microlet/microlet/examples/cloudprovider-external")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return filepath.Join(testenv.Build(t, nil, "github.com/microlet/microlet/examples/cloudprovider-external"), "cloudprovider-external")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveBuilt()
+	os.Exit(code)
 }
 
 func writeConfig(t *testing.T, path, name, ip string, shutdown bool) {
