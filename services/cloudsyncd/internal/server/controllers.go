@@ -148,6 +148,10 @@ func (s *Server) registerControllers(env *service.Env) error {
 	if err != nil {
 		return err
 	}
+	// Upstream's controllers and client-go log through klog; send that to
+	// our logger. klog's logger may only be set before anything logs
+	// through it, so first, before the provider starts its informers.
+	klog.SetSlogLogger(env.Log.With("component", "controllers"))
 	key, kc := "cloud_kubeconfig", s.cfg.CloudKubeconfig
 	if kc == "" {
 		key, kc = "kubeconfig", s.cfg.Kubeconfig
@@ -164,8 +168,6 @@ func (s *Server) registerControllers(env *service.Env) error {
 	if err != nil {
 		return err
 	}
-	// Upstream's controllers log through klog; send that to our logger.
-	klog.SetSlogLogger(env.Log.With("component", "controllers"))
 	m, err := controllers.New(settings, rc, c,
 		controllers.WithLogger(env.Log),
 		controllers.WithRegistry(env.Registry))
