@@ -23,6 +23,9 @@ const (
 	agentKwok     = "kwok"
 )
 
+// simulatedNodeIP is the InternalIP of every simulated node.
+const simulatedNodeIP = "10.0.0.1"
+
 // result is one agent's measurement at one node count.
 type result struct {
 	agent  string
@@ -76,7 +79,10 @@ func (e *benchEnv) measure(ctx context.Context, agent string, n int) (result, er
 		selector = simulate.LabelPrefix + "=" + prefix
 		args := []string{"--kubeconfig", e.kubeconfig, "--run-dir", runDir,
 			"--simulate", strconv.Itoa(n), "--simulate-prefix", prefix,
-			"--runtime-endpoint", "unix://" + e.criSock, "--log-level", "warn"}
+			"--runtime-endpoint", "unix://" + e.criSock, "--log-level", "warn",
+			// As for kwok's nodes, one address for all: resolving
+			// thousands of made-up host names measures the resolver.
+			"--node-ip", simulatedNodeIP}
 		if e.opts.profileDir != "" {
 			port, err := freePort()
 			if err != nil {
@@ -89,7 +95,7 @@ func (e *benchEnv) measure(ctx context.Context, agent string, n int) (result, er
 	case agentKwok:
 		selector = kwokLabel + "=" + prefix
 		cmd = exec.Command(e.kwok, "--kubeconfig", e.kubeconfig, "--config", e.kwokConfig,
-			"--manage-nodes-with-label-selector", selector)
+			"--manage-nodes-with-label-selector", selector, "-v", "WARN") // the same log level as nodestatusd
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

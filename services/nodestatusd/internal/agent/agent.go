@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -124,12 +126,38 @@ func NewShared(ctx context.Context, cfg SharedConfig) (*Shared, error) {
 	hc.Timeout = HeartbeatTimeout(cfg.Timing.LeaseDurationSeconds)
 	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	hc.Dial = dialer.DialContext
+	// answered is when the API server last answered a heartbeat request
+	// (any HTTP status): the shared connection was alive then.
+	var answered atomic.Int64
+	hc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil {
+				answered.Store(cfg.Clock.Now().UnixNano())
+			}
+			return resp, err
+		})
+	})
 	heartbeat, err := kubernetes.NewForConfig(hc)
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat client: %w", err)
 	}
 	sh.client, sh.heartbeat = client, heartbeat
 	sh.closeIdle = throttle(cfg.Clock, hc.Timeout, dialer.CloseAll)
+	if nodes > 1 {
+		// Simulated nodes share the heartbeat connections. One node's
+		// repeated failure then says nothing about the connection while
+		// others get answers on it, and closing it would fail every
+		// node's request in flight, whose retries would close it again:
+		// under load that loop starves everybody. Close only when no
+		// request was answered for a whole heartbeat timeout.
+		closeAll := sh.closeIdle
+		sh.closeIdle = func() {
+			if cfg.Clock.Since(time.Unix(0, answered.Load())) >= hc.Timeout {
+				closeAll()
+			}
+		}
+	}
 
 	var opt informers.SharedInformerOption
 	if cfg.NodeSelector != nil {
@@ -146,6 +174,10 @@ func NewShared(ctx context.Context, cfg SharedConfig) (*Shared, error) {
 	f.Start(ctx.Done())
 	return sh, nil
 }
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // Name is the node's name.
 func (a *Agent) Name() string { return a.name }

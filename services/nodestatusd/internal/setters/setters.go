@@ -170,14 +170,20 @@ const detectTTL = time.Minute
 
 // detectIP is the kubelet's fallback: the hostname's first non-loopback
 // address, else the address of the default-route interface.
+//
+// The lock guards only the map, never a lookup: a resolver that takes a
+// second to say NXDOMAIN must not hold up every other simulated node.
 func detectIP(hostname string) (net.IP, error) {
 	detected.Lock()
-	defer detected.Unlock()
-	if d, ok := detected.m[hostname]; ok && time.Since(d.at) < detectTTL {
+	d, ok := detected.m[hostname]
+	detected.Unlock()
+	if ok && time.Since(d.at) < detectTTL {
 		return d.ip, d.err
 	}
 	ip, err := lookupIP(hostname)
+	detected.Lock()
 	detected.m[hostname] = detection{ip: ip, err: err, at: time.Now()}
+	detected.Unlock()
 	return ip, err
 }
 
