@@ -19,6 +19,7 @@ build: ## build microlet and every service binary into bin/ (static)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/microlet ./cmd/microlet
 	@for s in $(SERVICES); do CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$$s ./services/$$s || exit 1; done
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/pause ./services/runtime-shim/pause
 
 run: build ## run microlet standalone with the example manifests (Ctrl-C stops it)
 	$(BIN)/microlet run --run-dir $(RUN_DIR) --data-dir $(DATA_DIR) --manifest-dir $(MANIFEST_DIR)
