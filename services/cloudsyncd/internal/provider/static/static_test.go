@@ -155,13 +155,22 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("addresses:\n- {type: InternalIP, address: ::1}\n"))
 	f.Add([]byte("labels: {a: b}\n"))
 	f.Add([]byte("{"))
+	f.Add([]byte("nodes:\n  n1:\n    provider_id: a://b\n    addresses:\n    - {type: InternalIP, address: 10.0.0.1}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Parse(data)
 		if err != nil {
 			return
 		}
-		if len(file.NodeAddresses()) == 0 {
+		if len(file.Nodes) == 0 && len(file.NodeAddresses()) == 0 {
 			t.Fatal("accepted a file without addresses")
+		}
+		for name, n := range file.Nodes {
+			if len(n.NodeAddresses()) == 0 {
+				t.Fatalf("accepted nodes.%s without addresses", name)
+			}
+			if got, ok, err := file.Lookup(name, ""); err != nil || !ok || got.ProviderID != n.ProviderID {
+				t.Fatalf("Lookup(%q) = %v %v %v", name, got, ok, err)
+			}
 		}
 		_ = file.Metadata()
 	})
