@@ -12,8 +12,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/microlet/microlet/services/cloudsyncd/internal/provider/local"
 	"github.com/microlet/microlet/services/cloudsyncd/internal/provider/static"
 )
 
@@ -130,20 +132,24 @@ func TestStaticSingleNodeFormRefusesClusterQuestions(t *testing.T) {
 }
 
 func TestNewErrorsNameTheKey(t *testing.T) {
+	kube := WithKubeClient(fake.NewClientset())
 	for _, tc := range []struct {
 		cfg  Config
 		want string
+		opts []Option
 	}{
-		{Config{}, "cloud_provider: required"},
-		{Config{Provider: "static"}, "static_file: required"},
-		{Config{Provider: "static", StaticFile: "/nonexistent/cloud.yaml"}, "static_file /nonexistent/cloud.yaml"},
-		{Config{Provider: "external"}, "external_endpoint: required"},
-		{Config{Provider: "external", ExternalEndpoint: "tcp://1.2.3.4:5"}, "external_endpoint"},
-		{Config{Provider: "local"}, "cloud_provider local: needs a kubeconfig"},
-		{Config{Provider: "no-such-cloud"}, `cloud_provider "no-such-cloud"`},
+		{Config{}, "cloud_provider: required", nil},
+		{Config{Provider: "static"}, "static_file: required", nil},
+		{Config{Provider: "static", StaticFile: "/nonexistent/cloud.yaml"}, "static_file /nonexistent/cloud.yaml", nil},
+		{Config{Provider: "external"}, "external_endpoint: required", nil},
+		{Config{Provider: "external", ExternalEndpoint: "tcp://1.2.3.4:5"}, "external_endpoint", nil},
+		{Config{Provider: "local"}, "cloud_provider local: needs a kubeconfig", nil},
+		{Config{Provider: "local", Local: local.Settings{Pool: []string{"127.0.1.0/24", "bad"}}}, `local_lb_pool[1] "bad"`, []Option{kube}},
+		{Config{Provider: "local", Local: local.Settings{UDPIdleTimeout: -time.Second}}, "local_udp_idle_timeout -1s", []Option{kube}},
+		{Config{Provider: "no-such-cloud"}, `cloud_provider "no-such-cloud"`, nil},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
-			c, err := New(tc.cfg, WithLogger(slog.Default()))
+			c, err := New(tc.cfg, append(tc.opts, WithLogger(slog.Default()))...)
 			if err == nil {
 				_ = c.Close()
 				t.Fatalf("New(%+v) succeeded, want an error containing %q", tc.cfg, tc.want)
@@ -152,5 +158,25 @@ func TestNewErrorsNameTheKey(t *testing.T) {
 				t.Fatalf("New(%+v) = %q, want one line containing %q", tc.cfg, err, tc.want)
 			}
 		})
+	}
+}
+
+func TestLocalCloud(t *testing.T) {
+	c, err := New(Config{Provider: local.Name}, WithKubeClient(fake.NewClientset()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := c.LoadBalancer(); !ok {
+		t.Error("local serves load balancers")
+	}
+	if _, ok := c.InstancesV2(); !ok {
+		t.Error("local serves InstancesV2")
+	}
+	if _, ok := c.Routes(); ok {
+		t.Error("local has no routes")
+	}
+	if c.ProviderName() != "local" {
+		t.Errorf("ProviderName %q", c.ProviderName())
 	}
 }
