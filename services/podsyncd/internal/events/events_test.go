@@ -1,0 +1,74 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func testPod() *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"}, Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init"}},
+		Containers:     []corev1.Container{{Name: "main"}},
+	}}
+}
+
+func TestContainerRef(t *testing.T) {
+	pod := testPod()
+	for name, want := range map[string]string{
+		"main":  "spec.containers{main}",
+		"init":  "spec.initContainers{init}",
+		"other": "implicitly required container other",
+	} {
+		ref := ContainerRef(pod, &corev1.Container{Name: name})
+		if ref.FieldPath != want || ref.Kind != "Pod" || ref.UID != "u1" || ref.Namespace != "ns" {
+			t.Errorf("%s: %+v", name, ref)
+		}
+	}
+}
+
+func TestLogRecorder(t *testing.T) {
+	var buf bytes.Buffer
+	rec := NewLog(slog.New(slog.NewTextHandler(&buf, nil)))
+	rec.Eventf(ContainerRef(testPod(), &corev1.Container{Name: "main"}), corev1.EventTypeWarning, Unhealthy, "%s probe failed: %s", "Liveness", "boom")
+	out := buf.String()
+	for _, want := range []string{"level=WARN", `msg="event: Liveness probe failed: boom"`, "reason=Unhealthy", "object=Pod/ns/p", "field=spec.containers{main}"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log %q lacks %q", out, want)
+		}
+	}
+}
+
+// The broadcaster posts an Event with the kubelet's source (a narrow check
+// of the wiring; the e2e test proves it against a real API server).
+func TestNewPostsEvents(t *testing.T) {
+	client := fake.NewClientset()
+	rec, stop := New(client, "node-1", Component, slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)))
+	defer stop()
+	rec.Event(ContainerRef(testPod(), &corev1.Container{Name: "main"}), corev1.EventTypeNormal, Started, "Container started")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		list, err := client.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) == 1 {
+			e := list.Items[0]
+			if e.Source.Component != "kubelet" || e.Source.Host != "node-1" || e.Reason != Started || e.InvolvedObject.FieldPath != "spec.containers{main}" {
+				t.Fatalf("event %+v", e)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no event posted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
