@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -158,6 +160,35 @@ func reaches(t *testing.T, ip string, port int32, greeting string) {
 	})
 }
 
+// metricsHave scrapes the process's --metrics-addr (found in its log) and
+// checks that every want appears in the exposition.
+func metricsHave(p *proc, want ...string) error {
+	_, rest, ok := strings.Cut(p.out.String(), `msg="serving metrics" `)
+	if !ok {
+		return errors.New("no metrics address logged")
+	}
+	_, rest, _ = strings.Cut(rest, "addr=")
+	addr, _, _ := strings.Cut(rest, "\n")
+	resp, err := http.Get("http://" + strings.Fields(addr)[0] + "/metrics")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	for _, w := range want {
+		if !strings.Contains(string(body), w) {
+			return fmt.Errorf("no %q in /metrics", w)
+		}
+	}
+	return nil
+}
+
 // closed waits until nothing accepts connections on ip:port.
 func closed(t *testing.T, ip string, port int32) {
 	t.Helper()
@@ -202,12 +233,17 @@ func TestLoadBalancerLocal(t *testing.T) {
 	ip := hostIP(t)
 	port := backend(t, ip, "hello from the backend")
 
-	cloudsyncd(t, "cloudsyncd-lb", append(controllerArgs(rbacKubeconfig(t, cp), "e2e-lb", "service"),
-		"--cloud-provider", "local", "--local-lb-pool", pool.String())...)
+	p := cloudsyncd(t, "cloudsyncd-lb", append(controllerArgs(rbacKubeconfig(t, cp), "e2e-lb", "service"),
+		"--cloud-provider", "local", "--local-lb-pool", pool.String(), "--metrics-addr", "127.0.0.1:0")...)
 
 	lbService(t, admin, "e2e-lb", 18080, ip, port, "e2e-lb-node")
 	lbIP := ingress(t, admin, "e2e-lb", pool)
 	reaches(t, lbIP, 18080, "hello from the backend")
+	// Leadership and upstream's own controller metrics are exported.
+	eventually(t, "metrics", func() error {
+		return metricsHave(p, "cloudsyncd_leader 1", `cloudsyncd_controller_running{controller="service"} 1`,
+			"service_controller_loadbalancer_sync_total", `workqueue_adds_total{name="service"}`)
+	})
 
 	// A port change is an update the controller acts on.
 	eventually(t, "port changed", func() error {
