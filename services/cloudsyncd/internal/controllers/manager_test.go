@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	fakecloud "k8s.io/cloud-provider/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 )
@@ -244,5 +246,56 @@ func TestLeaderElectionHandsOver(t *testing.T) {
 	}
 	if v := b.leader(); v != 1 {
 		t.Errorf("new leader's cloudsyncd_leader %v, want 1", v)
+	}
+}
+
+// TestLosingTheLeaseStopsAndReports takes the Lease away from a leading
+// Manager (another holder writes it, as a replica that saw it expire would):
+// the leader cannot renew, stops its controllers and Run returns
+// ErrLeadershipLost, for the process to exit.
+func TestLosingTheLeaseStopsAndReports(t *testing.T) {
+	cp := controlplane.Get(t)
+	cs := kubernetes.NewForConfigOrDie(cp.AdminConfig())
+	cfg := DefaultConfig()
+	cfg.Controllers = []string{Service}
+	fastElection(&cfg, "ctl-lost")
+	cfg.LeaderElection.Identity = "replica-lost"
+	reg := prometheus.NewRegistry()
+	m, err := New(cfg, cp.AdminConfig(), newFakeCloud(), WithRegistry(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	r := &running{reg: reg}
+	eventually(t, "leading", func() error {
+		if r.leader() != 1 {
+			return errors.New("not leading yet")
+		}
+		return nil
+	})
+	eventually(t, "Lease taken by another holder", func() error {
+		l, err := cs.CoordinationV1().Leases("kube-system").Get(context.Background(), "ctl-lost", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		l.Spec.HolderIdentity = ptr.To("usurper")
+		l.Spec.LeaseDurationSeconds = ptr.To(int32(3600))
+		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		_, err = cs.CoordinationV1().Leases("kube-system").Update(context.Background(), l, metav1.UpdateOptions{})
+		return err
+	})
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrLeadershipLost) {
+			t.Fatalf("Run: %v, want ErrLeadershipLost", err)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatal("Run did not return after the Lease was lost")
+	}
+	if v := r.leader(); v != 0 {
+		t.Errorf("cloudsyncd_leader %v after losing the Lease, want 0", v)
 	}
 }
