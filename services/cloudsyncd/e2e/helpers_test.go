@@ -122,6 +122,7 @@ func rbacKubeconfig(t *testing.T, cp *controlplane.ControlPlane) string {
 // proc is a child process whose output the test keeps.
 type proc struct {
 	name   string
+	sock   string // cloudsyncd's socket, for cloudsyncd processes
 	cmd    *exec.Cmd
 	out    *testenv.LockedBuffer
 	exited chan struct{}
@@ -199,7 +200,8 @@ func cloudsyncd(t *testing.T, name string, args ...string) *proc {
 	dir := testenv.ShortDir(t, "cse")
 	all := append([]string{"--run-dir", dir, "--data-dir", dir, "--node-name", name}, args...)
 	p := run(t, name, bin(t, cloudsyncdPkg), all...)
-	cc, err := grpcclient.Dial("unix://" + filepath.Join(dir, "cloudsyncd.sock"))
+	p.sock = filepath.Join(dir, "cloudsyncd.sock")
+	cc, err := grpcclient.Dial("unix://" + p.sock)
 	if err != nil {
 		t.Fatal(err)
 	}

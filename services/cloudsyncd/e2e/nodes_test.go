@@ -7,14 +7,20 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
+	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
 )
 
 // instance is what the provider says about one Node.
@@ -211,7 +217,7 @@ func TestRoutes(t *testing.T) {
 		_, err = admin.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
 		return err
 	})
-	cloudsyncd(t, "cloudsyncd-routes", append(controllerArgs(rbacKubeconfig(t, cp), "e2e-routes", "route"),
+	p := cloudsyncd(t, "cloudsyncd-routes", append(controllerArgs(rbacKubeconfig(t, cp), "e2e-routes", "route"),
 		"--cluster-cidr", "10.244.0.0/16", "--route-reconciliation-period", "1s",
 		"--cloud-provider", "external", "--external-endpoint", "unix://"+sock)...)
 	eventually(t, "route created", func() error {
@@ -229,4 +235,17 @@ func TestRoutes(t *testing.T) {
 		}
 		return errors.New("no NetworkUnavailable condition yet")
 	})
+
+	// One mode per process: the node-mode API says so.
+	cc, err := grpcclient.Dial("unix://" + p.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cc.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = cloudsyncv1.NewCloudSyncServiceClient(cc).GetNodeAddresses(ctx, &cloudsyncv1.GetNodeAddressesRequest{})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "controller mode") {
+		t.Fatalf("GetNodeAddresses in controller mode: %v, want FailedPrecondition naming controller mode", err)
+	}
 }
