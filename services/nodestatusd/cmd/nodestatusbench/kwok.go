@@ -31,9 +31,7 @@ const (
 	reportFrequencyMillis = 300000
 )
 
-// writeKwokConfig writes kwok's configuration: the lease duration of the
-// kubelet (40 s, renewed every quarter with 4 % jitter, kwok's built-in
-// lease controller) and kwok's own node stages from its module,
+// writeKwokConfig writes kwok's stages: kwok's own node stages from its module,
 // node-initialize (Ready at once) and node-heartbeat-with-lease with the
 // delay set to the kubelet's report frequency instead of 10 minutes.
 func writeKwokConfig(ctx context.Context, dir string) (string, error) {
@@ -59,8 +57,9 @@ func writeKwokConfig(ctx context.Context, dir string) (string, error) {
 		}
 		hb = strings.Replace(hb, old, repl, 1)
 	}
-	cfg := "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n  nodeLeaseDurationSeconds: 40\n---\n" +
-		string(initStage) + "\n---\n" + hb
+	// No KwokConfiguration document: one without every option skips
+	// kwok's defaults (parallelism 0 is refused); the lease duration is a flag.
+	cfg := string(initStage) + "\n---\n" + hb
 	path := filepath.Join(dir, "kwok.yaml")
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }

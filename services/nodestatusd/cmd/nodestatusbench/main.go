@@ -115,12 +115,18 @@ func parseAgents(s string) ([]string, error) {
 	return out, nil
 }
 
-func run(ctx context.Context, o options) error {
+func run(ctx context.Context, o options) (err error) {
 	dir, err := os.MkdirTemp("/tmp", "nsb")
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
+	defer func() {
+		if err != nil {
+			logf("logs kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	}()
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
