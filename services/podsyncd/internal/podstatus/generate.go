@@ -332,4 +332,3 @@ func allInitSucceeded(cs []corev1.ContainerStatus) bool {
 	}
 	return true
 }
-
