@@ -141,11 +141,11 @@ func run(t *testing.T, name, path string, args ...string) *proc {
 	t.Cleanup(func() {
 		p.stop()
 		ours, upstream := races(p.out.String())
-		if ours > 0 {
-			t.Errorf("%s: the race detector reported %d data race(s) in microlet's code", name, ours)
+		if len(ours) > 0 {
+			t.Errorf("%s: the race detector reported %d data race(s) in microlet's code", name, len(ours))
 		}
-		if upstream > 0 {
-			t.Logf("%s: %d data race(s) inside upstream libraries only (see the output)", name, upstream)
+		for _, r := range upstream {
+			t.Logf("%s: a data race inside upstream libraries only:%s", name, r)
 		}
 		if t.Failed() {
 			t.Logf("%s output:\n%s", name, p.out.String())
@@ -158,16 +158,16 @@ func run(t *testing.T, name, path string, args ...string) *proc {
 // conflicting accesses run through microlet's own code, and the others
 // (inside upstream libraries only, such as ServiceController's cache in
 // k8s.io/cloud-provider v0.36.3, which is not ours to fix).
-func races(out string) (ours, upstream int) {
+func races(out string) (ours, upstream []string) {
 	blocks := strings.Split(out, "WARNING: DATA RACE")
 	for _, b := range blocks[1:] {
 		// The accesses come first; "Goroutine N ... created at" stacks
 		// follow and name whoever started the goroutine, often us.
 		access, _, _ := strings.Cut(b, "\nGoroutine ")
 		if strings.Contains(access, "github.com/microlet/microlet/") {
-			ours++
+			ours = append(ours, access)
 		} else {
-			upstream++
+			upstream = append(upstream, access)
 		}
 	}
 	return ours, upstream
@@ -215,14 +215,15 @@ func cloudsyncd(t *testing.T, name string, args ...string) *proc {
 }
 
 // controllerArgs is what every test's cloudsyncd shares: the RBAC identity,
-// a Lease of its own, and election timings short enough for a test.
+// a Lease of its own, and election timings short enough for a test yet long
+// enough for a loaded API server to answer renewals in time.
 func controllerArgs(kubeconfig, lease, controllers string) []string {
 	return []string{
 		"--cloud-kubeconfig", kubeconfig,
 		"--controllers", controllers,
 		"--leader-elect-resource-name", lease,
-		"--leader-elect-lease-duration", "6s",
-		"--leader-elect-renew-deadline", "4s",
+		"--leader-elect-lease-duration", "10s",
+		"--leader-elect-renew-deadline", "8s",
 		"--leader-elect-retry-period", "1s",
 		"--node-monitor-period", "1s",
 		"--node-status-update-frequency", "2s",

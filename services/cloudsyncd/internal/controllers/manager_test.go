@@ -106,12 +106,14 @@ func gone(cs kubernetes.Interface, name string) func() error {
 	}
 }
 
-// fastElection keeps the test short; the defaults are upstream's.
+// fastElection keeps the test short (a clean stop hands over within a retry
+// period) while leaving a loaded machine's API server seconds to answer a
+// renewal; the defaults are upstream's.
 func fastElection(cfg *Config, lease string) {
 	cfg.LeaderElection.Name = lease
-	cfg.LeaderElection.LeaseDuration = 4 * time.Second
-	cfg.LeaderElection.RenewDeadline = 3 * time.Second
-	cfg.LeaderElection.RetryPeriod = 500 * time.Millisecond
+	cfg.LeaderElection.LeaseDuration = 10 * time.Second
+	cfg.LeaderElection.RenewDeadline = 8 * time.Second
+	cfg.LeaderElection.RetryPeriod = time.Second
 }
 
 type running struct {
