@@ -185,7 +185,7 @@ func TestPodSync(t *testing.T) {
 
 // servicePID asks `microlet status` for a service's pid.
 func (s *stack) servicePID(name string) int {
-	out, err := exec.Command(filepath.Join(binDir, "microlet"), "status", "-o", "json", "--run-dir", s.runDir).Output()
+	out, err := exec.Command(filepath.Join(s.bins, "microlet"), "status", "-o", "json", "--run-dir", s.runDir).Output()
 	if err != nil {
 		return 0
 	}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -22,46 +21,21 @@ import (
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	"github.com/microlet/microlet/internal/testenv/registry"
 )
 
 func TestMain(m *testing.M) { os.Exit(controlplane.Main(m)) }
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
 // binaries builds microlet and every service once per test binary.
 func binaries(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root, err := controlplane.RepoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binDir, buildErr = os.MkdirTemp("", "e2e-bin")
-		if buildErr != nil {
-			return
-		}
-		pkgs := []string{"./cmd/microlet"}
-		for _, c := range components.All {
-			pkgs = append(pkgs, "./services/"+c.Name)
-		}
-		cmd := exec.Command("go", append([]string{"build", "-o", binDir + "/"}, pkgs...)...)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	pkgs := []string{"github.com/microlet/microlet/cmd/microlet"}
+	for _, c := range components.All {
+		pkgs = append(pkgs, "github.com/microlet/microlet/services/"+c.Name)
 	}
-	return binDir
+	return testenv.Build(t, nil, pkgs...)
 }
 
 // stack is one node: `microlet run` with every service, connected.
@@ -74,26 +48,10 @@ type stack struct {
 	instance    string
 	admin       kubernetes.Interface
 	image       string
+	bins        string // directory of the built binaries
 	cmd         *exec.Cmd
-	out         *lockedBuffer
+	out         *testenv.LockedBuffer
 	done        chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startStack starts a node; podsyncdArgs are added to podsyncd's flags.
@@ -117,7 +75,7 @@ func startStack(t testing.TB, podsyncdArgs ...string) *stack {
 	s := &stack{
 		t: t, node: "e2e-" + rand.String(5), runDir: filepath.Join(dir, "run"), manifestDir: filepath.Join(dir, "manifests"),
 		logDir: filepath.Join(dir, "logs"), instance: "e2e-" + rand.String(8), admin: admin,
-		image: reg.Image(registry.Busybox), out: &lockedBuffer{}, done: make(chan struct{}),
+		image: reg.Image(registry.Busybox), bins: bins, out: &testenv.LockedBuffer{}, done: make(chan struct{}),
 	}
 	for _, d := range []string{s.runDir, s.manifestDir, s.logDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
