@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
 )
@@ -32,74 +32,27 @@ func TestMain(m *testing.M) { os.Exit(controlplane.Main(m)) }
 // adds -race when the tests run with it.
 var buildFlags []string
 
-var build struct {
-	once sync.Once
-	bin  string
-	err  error
-}
-
 // binary builds cmd cloudsyncd once per test binary: the tests run the real
 // program, flags, socket and exit codes included.
 func binary(t testing.TB) string {
 	t.Helper()
-	build.once.Do(func() {
-		dir, err := os.MkdirTemp("", "cloudsyncd-bin")
-		if err != nil {
-			build.err = err
-			return
-		}
-		build.bin = filepath.Join(dir, "cloudsyncd")
-		out, err := exec.Command("go", append(append([]string{"build"}, buildFlags...), "-o", build.bin, "github.com/microlet/microlet/services/cloudsyncd")...).CombinedOutput()
-		if err != nil {
-			build.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.bin
-}
-
-// syncBuffer collects a process's stderr.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	return filepath.Join(testenv.Build(t, buildFlags, "github.com/microlet/microlet/services/cloudsyncd"), "cloudsyncd")
 }
 
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testenv.LockedBuffer
 	client cloudsyncv1.CloudSyncServiceClient
 	cc     *grpc.ClientConn
 }
 
-func shortDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "cs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
+func shortDir(t testing.TB) string { return testenv.ShortDir(t, "cs") }
 
 // start runs cloudsyncd with args in its own run dir and waits for SERVING.
 func start(t testing.TB, args ...string) *proc {
 	t.Helper()
 	dir := shortDir(t)
-	p := &proc{stderr: &syncBuffer{}}
+	p := &proc{stderr: &testenv.LockedBuffer{}}
 	p.cmd = exec.Command(binary(t), append([]string{"--run-dir", dir, "--data-dir", dir}, args...)...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
