@@ -704,6 +704,9 @@ func (m *Manager) killContainer(ctx context.Context, pod *corev1.Pod, id, name, 
 // Recorder is the manager's event recorder (the prober records through it).
 func (m *Manager) Recorder() events.Recorder { return m.opts.Recorder }
 
+// Volumes is the pods' volume manager; nil when none was configured.
+func (m *Manager) Volumes() *volumes.Manager { return m.opts.Volumes }
+
 // containerEvent records an event on a container; the runtime's container
 // ID in a message is replaced by the container's name so repeats aggregate,
 // as the kubelet does.

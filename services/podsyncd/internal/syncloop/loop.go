@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
@@ -53,8 +54,11 @@ type Loop struct {
 	admitted map[types.UID]*corev1.Pod
 	rejected map[types.UID]bool
 	last     map[types.UID]*corev1.PodStatus
-	node     *corev1.Node
-	nodeAt   time.Time
+	// evicted holds the eviction message of pods podsyncd is evicting
+	// (an emptyDir over its sizeLimit); their status is Failed/Evicted.
+	evicted map[types.UID]string
+	node    *corev1.Node
+	nodeAt  time.Time
 }
 
 // New builds a loop over the given clients.
@@ -78,6 +82,7 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt runtimeapi.RuntimeServiceC
 	l := &Loop{
 		opts: opts, log: log, rm: rm, rt: rt, podcfg: podcfg, status: status, nodes: nodes,
 		admitted: map[types.UID]*corev1.Pod{}, rejected: map[types.UID]bool{}, last: map[types.UID]*corev1.PodStatus{},
+		evicted: map[types.UID]string{},
 	}
 	// A changed probe verdict resyncs the pod: a failed liveness probe
 	// restarts the container, readiness is reported through the status.
@@ -335,6 +340,7 @@ func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bo
 		l.mu.Lock()
 		delete(l.admitted, pod.UID)
 		delete(l.last, pod.UID)
+		delete(l.evicted, pod.UID)
 		l.mu.Unlock()
 		l.rm.Forget(pod.UID)
 	}
@@ -342,11 +348,14 @@ func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bo
 }
 
 func (l *Loop) generate(ctx context.Context, pod *corev1.Pod, st *podruntime.PodStatus, terminal bool) corev1.PodStatus {
-	return podstatus.Generate(podstatus.Input{
+	now := l.opts.Clock.Now()
+	out := podstatus.Generate(podstatus.Input{
 		Pod: pod, Runtime: st, Reasons: l.rm.Reasons(pod.UID), ContainerID: l.rm.ContainerID,
-		Terminal: terminal, HostIPs: l.hostIPs(ctx), Now: l.opts.Clock.Now(), Previous: l.lastStatus(pod.UID),
+		Terminal: terminal, HostIPs: l.hostIPs(ctx), Now: now, Previous: l.lastStatus(pod.UID),
 		Probes: l.probes,
 	})
+	l.applyEviction(pod.UID, &out, now)
+	return out
 }
 
 func (l *Loop) lastStatus(uid types.UID) *corev1.PodStatus {
@@ -408,7 +417,75 @@ func (l *Loop) housekeeping(ctx context.Context) {
 			continue
 		}
 		l.cleanup(ctx)
+		l.enforceLocalStorage()
 	}
+}
+
+// enforceLocalStorage evicts running pods whose disk-backed emptyDir grew
+// past its sizeLimit, as the kubelet's eviction manager does with local
+// storage capacity isolation: the pod is killed at once (grace period 0)
+// and ends Failed with reason Evicted and the manager's message, plus a
+// DisruptionTarget condition. Its restart policy does not bring it back.
+func (l *Loop) enforceLocalStorage() {
+	vols := l.rm.Volumes()
+	if vols == nil {
+		return
+	}
+	l.mu.Lock()
+	var pods []*corev1.Pod
+	for uid, p := range l.admitted {
+		if _, done := l.evicted[uid]; done {
+			continue
+		}
+		if st := l.last[uid]; st != nil && (st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) {
+			continue
+		}
+		pods = append(pods, p)
+	}
+	l.mu.Unlock()
+	for _, pod := range pods {
+		msg := vols.EmptyDirOverLimit(pod)
+		if msg == "" {
+			continue
+		}
+		l.mu.Lock()
+		l.evicted[pod.UID] = msg
+		l.mu.Unlock()
+		l.log.Warn("evicting pod", "pod", pod.Namespace+"/"+pod.Name, "reason", evictedReason, "message", msg)
+		if rec := l.rm.Recorder(); rec != nil {
+			rec.Event(pod, corev1.EventTypeWarning, evictedReason, msg)
+		}
+		grace := int64(0)
+		l.workers.Terminate(pod, &grace)
+	}
+}
+
+// evictedReason is the pod status reason of an evicted pod.
+const evictedReason = "Evicted"
+
+// applyEviction turns st into an evicted pod's status when podsyncd evicted it.
+func (l *Loop) applyEviction(uid types.UID, st *corev1.PodStatus, now time.Time) {
+	l.mu.Lock()
+	msg, ok := l.evicted[uid]
+	l.mu.Unlock()
+	if !ok {
+		return
+	}
+	st.Phase, st.Reason, st.Message = corev1.PodFailed, evictedReason, msg
+	cond := corev1.PodCondition{
+		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "TerminationByKubelet",
+		Message: msg, LastTransitionTime: metav1.NewTime(now),
+	}
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == corev1.DisruptionTarget {
+			if st.Conditions[i].Status == corev1.ConditionTrue {
+				cond.LastTransitionTime = st.Conditions[i].LastTransitionTime
+			}
+			st.Conditions[i] = cond
+			return
+		}
+	}
+	st.Conditions = append(st.Conditions, cond)
 }
 
 func (l *Loop) sourcesReady(ctx context.Context) bool {
