@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -166,6 +167,18 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if c.GetLinux().GetSecurityContext() == nil {
 		opt, _ := seccompOpt("", nil)
 		hc.SecurityOpt = append(hc.SecurityOpt, opt...)
+	}
+	if sb.HostNetwork && sb.ResolvConfPath != "" && !slices.ContainsFunc(c.Mounts, func(m *runtimeapi.Mount) bool { return m.ContainerPath == resolvConfTarget }) {
+		// A host-network container would get its own copy of the host's
+		// file; it shares the pause container's, as pod-network ones do
+		// through container:<pause>, so the pod's DNS config reaches it.
+		// rslave: Docker refuses private propagation for a source inside
+		// its root dir.
+		mode := "rw"
+		if hc.ReadonlyRootfs {
+			mode = "ro"
+		}
+		hc.Binds = append(hc.Binds, sb.ResolvConfPath+":"+resolvConfTarget+":"+mode+",rslave")
 	}
 	if hc.CgroupParent == "" {
 		hc.CgroupParent = req.GetSandboxConfig().GetLinux().GetCgroupParent()
@@ -599,7 +612,7 @@ func (b *Backend) containerStatus(ct container.InspectResponse) *runtimeapi.Cont
 		}
 	}
 	for _, m := range ct.Mounts {
-		if m.Type != "bind" {
+		if m.Type != "bind" || isSharedResolvConf(m.Destination, m.Source, ct.Config.Labels[LabelSandboxID]) {
 			continue
 		}
 		cm := &runtimeapi.Mount{ContainerPath: m.Destination, HostPath: m.Source, Readonly: !m.RW}

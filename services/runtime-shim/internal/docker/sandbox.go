@@ -35,6 +35,7 @@ type sandboxInfo struct {
 	Pid                      int
 	LogDir                   string
 	RuntimeHandler           string
+	ResolvConfPath           string // Docker's resolv.conf of the pause container
 }
 
 func (s *sandboxInfo) metadata() *runtimeapi.PodSandboxMetadata {
@@ -66,14 +67,7 @@ func validateSandboxConfig(c *runtimeapi.PodSandboxConfig) error {
 			return invalid(fmt.Sprintf("config.port_mappings[%d].host_port", i), "must be 0-65535")
 		}
 	}
-	if d := c.GetDnsConfig(); d != nil {
-		for i, s := range d.Servers {
-			if _, err := netip.ParseAddr(s); err != nil {
-				return invalid(fmt.Sprintf("config.dns_config.servers[%d]", i), "not an IP address")
-			}
-		}
-	}
-	return nil
+	return validateDNSConfig(c.GetDnsConfig())
 }
 
 func protoName(p runtimeapi.Protocol) string {
@@ -105,6 +99,12 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			if ct.State == nil || !ct.State.Running {
 				if _, err := b.cli.ContainerStart(ctx, ct.ID, client.ContainerStartOptions{}); err != nil {
 					return nil, toStatus(err, "start existing sandbox %s", name)
+				}
+			}
+			// Docker copies the host's file again at every start.
+			if ct.HostConfig != nil && ct.HostConfig.NetworkMode == "host" && !dnsConfigEmpty(c.DnsConfig) {
+				if err := b.writeSandboxDNS(ctx, ct.ID, c.DnsConfig); err != nil {
+					return nil, err
 				}
 			}
 			return &runtimeapi.RunPodSandboxResponse{PodSandboxId: ct.ID}, nil
@@ -171,6 +171,8 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			ports = append(ports, checkpoint.PortMapping{Protocol: protoName(pm.Protocol), ContainerPort: pm.ContainerPort, HostPort: pm.HostPort, HostIP: pm.HostIp})
 		}
 	}
+	// Docker refuses DNS settings with the host network; those sandboxes
+	// get their resolv.conf rewritten once started (writeSandboxDNS).
 	if d := c.GetDnsConfig(); d != nil && !hostNet {
 		for _, s := range d.Servers {
 			a, _ := netip.ParseAddr(s)
@@ -221,11 +223,19 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		_, _ = b.cli.ContainerRemove(context.WithoutCancel(ctx), res.ID, client.ContainerRemoveOptions{Force: true})
 		return nil, toStatus(err, "checkpoint sandbox %s", name)
 	}
-	if _, err := b.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
-		cctx := context.WithoutCancel(ctx)
-		_, _ = b.cli.ContainerRemove(cctx, res.ID, client.ContainerRemoveOptions{Force: true})
+	undo := func() {
+		_, _ = b.cli.ContainerRemove(context.WithoutCancel(ctx), res.ID, client.ContainerRemoveOptions{Force: true})
 		_ = b.cp.Delete(res.ID)
+	}
+	if _, err := b.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+		undo()
 		return nil, toStatus(err, "start sandbox %s", name)
+	}
+	if hostNet && !dnsConfigEmpty(c.DnsConfig) {
+		if err := b.writeSandboxDNS(ctx, res.ID, c.DnsConfig); err != nil {
+			undo()
+			return nil, err
+		}
 	}
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: res.ID}, nil
 }
@@ -266,6 +276,7 @@ func (b *Backend) sandboxFromInspect(ct container.InspectResponse) *sandboxInfo 
 		ID: ct.ID, Name: l[LabelName], Namespace: l[LabelNamespace], UID: l[LabelUID],
 		Attempt: parseAttempt(l[LabelAttempt]), Labels: decodeMap(l[LabelCRILabels]),
 		Annotations: decodeMap(l[LabelAnnotations]), InDocker: true,
+		ResolvConfPath: ct.ResolvConfPath,
 	}
 	s.CreatedAt, _ = strconv.ParseInt(l[labelCreated], 10, 64)
 	if ct.State != nil {
