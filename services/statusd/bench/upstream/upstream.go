@@ -5,7 +5,7 @@ package upstream
 
 import (
 	"context"
-	"io"
+	"log/slog"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,8 +54,7 @@ type Manager struct {
 // New returns upstream's manager over client for the given pods. klog's
 // output is discarded: upstream logs every cancelled request at shutdown.
 func New(client kubernetes.Interface, podList []*corev1.Pod) *Manager {
-	klog.LogToStderr(false)
-	klog.SetOutput(io.Discard)
+	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
 	p := &pods{byU: map[types.UID]*corev1.Pod{}}
 	for _, x := range podList {
 		p.byU[x.UID] = x
