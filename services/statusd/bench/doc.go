@@ -2,13 +2,25 @@
 // (k8s.io/kubernetes/pkg/kubelet/status) under the same workload, against
 // the same real kube-apiserver, in the same run:
 //
-//	cd services/statusd/bench && STATUSD_BENCH=1 go test -run TestBench -v .
+//	cd services/statusd/bench && STATUSD_BENCH=1 flock /tmp/microlet-bench.lock go test -run TestBench -v .
 //
-// 110 pods on one node; open-loop status changes at 1, 5, 20 and 100 per
-// second, and flat out (closed loop: each pod's writer waits until its change
-// is visible through a watch, then makes the next one); at the kubelet's
-// default 50/100 QPS and unlimited. It prints synced changes per second, API
-// requests and writes per change (from the apiserver's
-// apiserver_request_total) and p50/p99 from SetPodStatus to the change seen
-// through a watch, then the ratios.
+// 110 pods on one node; open-loop status changes at 1, 5, 20, 100 and 500
+// per second, and flat out (closed loop: each pod's writer waits until its
+// change is visible through a watch, then makes the next one, so every
+// change needs a write of its own); at the kubelet's default 50/100 QPS and
+// unlimited. Unlimited and flat out adds a "raw" row: no status manager,
+// one precomputed PATCH per change from 110 writers, the API server's own
+// write ceiling on this machine.
+//
+// Per row it prints synced changes per second (a change counts once its
+// value, or a later value of the same pod, is visible through the watch),
+// API requests, writes and non-2xx answers per change (from the apiserver's
+// apiserver_request_total), p50/p99 from the hand-over to visibility, the
+// CPU time kube-apiserver and etcd spent per write (from /proc), this
+// process's CPU per change and the load average at the start and end.
+//
+// Knobs: STATUSD_BENCH_SECONDS (per row, default 8), STATUSD_BENCH_QPS
+// (all, 50/100, unlimited), STATUSD_BENCH_RATES (e.g. "100,flat"),
+// STATUSD_BENCH_WORKERS (statusd's sync workers), STATUSD_BENCH_PROFILE (a
+// directory for CPU, mutex and block profiles of the statusd rows).
 package bench
