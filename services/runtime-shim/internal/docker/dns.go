@@ -83,12 +83,13 @@ func (b *Backend) sandboxResolvConf(ctx context.Context, id string) (string, err
 	return want, nil
 }
 
-// writeSandboxDNS replaces the sandbox's resolv.conf with the pod's DNS
-// config, for sandboxes whose Docker host config cannot carry it (host
-// network: Docker refuses DNS settings there and copies the host's file into
-// the container's directory). The file is rewritten in place, not renamed
-// over, because the pause container already has it bind-mounted; the
-// pod's containers bind the same file (see CreateContainer).
+// writeSandboxDNS replaces the sandbox's resolv.conf with exactly the pod's
+// DNS config, as the CRI means it. Docker cannot give that: it refuses DNS
+// settings with the host network (and copies the host's file), and on a
+// bridge it takes what the config leaves empty (servers, searches) from the
+// host's file. The file is rewritten in place, not renamed over, because the
+// pause container already has it bind-mounted; the pod's containers share it
+// through container:<pause>, host-network ones by a bind (CreateContainer).
 func (b *Backend) writeSandboxDNS(ctx context.Context, id string, d *runtimeapi.DNSConfig) error {
 	p, err := b.sandboxResolvConf(ctx, id)
 	if err != nil {

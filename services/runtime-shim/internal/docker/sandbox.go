@@ -101,8 +101,8 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 					return nil, toStatus(err, "start existing sandbox %s", name)
 				}
 			}
-			// Docker copies the host's file again at every start.
-			if ct.HostConfig != nil && ct.HostConfig.NetworkMode == "host" && !dnsConfigEmpty(c.DnsConfig) {
+			// Docker writes the file again at every start.
+			if !dnsConfigEmpty(c.DnsConfig) {
 				if err := b.writeSandboxDNS(ctx, ct.ID, c.DnsConfig); err != nil {
 					return nil, err
 				}
@@ -171,8 +171,9 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			ports = append(ports, checkpoint.PortMapping{Protocol: protoName(pm.Protocol), ContainerPort: pm.ContainerPort, HostPort: pm.HostPort, HostIP: pm.HostIp})
 		}
 	}
-	// Docker refuses DNS settings with the host network; those sandboxes
-	// get their resolv.conf rewritten once started (writeSandboxDNS).
+	// Docker refuses DNS settings with the host network and fills what a
+	// config leaves empty from the host's file; every sandbox's resolv.conf
+	// is rewritten once started (writeSandboxDNS), these only come close.
 	if d := c.GetDnsConfig(); d != nil && !hostNet {
 		for _, s := range d.Servers {
 			a, _ := netip.ParseAddr(s)
@@ -231,7 +232,7 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		undo()
 		return nil, toStatus(err, "start sandbox %s", name)
 	}
-	if hostNet && !dnsConfigEmpty(c.DnsConfig) {
+	if !dnsConfigEmpty(c.DnsConfig) {
 		if err := b.writeSandboxDNS(ctx, res.ID, c.DnsConfig); err != nil {
 			undo()
 			return nil, err

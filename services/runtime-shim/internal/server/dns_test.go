@@ -19,8 +19,8 @@ import (
 // TestHostNetworkDNS runs a host-network sandbox with a DNS config (what
 // podsyncd sends for ClusterFirstWithHostNet), which Docker cannot take as
 // options, and checks that the container in it reads exactly that config
-// while the host's /etc/resolv.conf stays as it was. Bad configs are
-// refused naming the field.
+// while the host's /etc/resolv.conf stays as it was; a pod-network one
+// reads exactly its config too. Bad configs are refused naming the field.
 func TestHostNetworkDNS(t *testing.T) {
 	env := shimtest.Get(t)
 	sh := env.StartShim(t)
@@ -63,24 +63,29 @@ func TestHostNetworkDNS(t *testing.T) {
 	want := "nameserver 10.96.0.10\nnameserver fd00::a\n" +
 		"search default.svc.cluster.local svc.cluster.local cluster.local\n" +
 		"options ndots:5 timeout:2\n"
-	pc := hostNet("dns-hostnet", dns)
-	sb := get(rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: pc})).must(t)
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_, _ = rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.PodSandboxId})
-	})
-	c := get(rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, SandboxConfig: pc,
-		Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "c"}, Image: &runtimeapi.ImageSpec{Image: image},
-			Command: []string{"sleep", "3600"}, LogPath: "c.log"}})).must(t)
-	get(rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c.ContainerId})).must(t)
-
-	ex := get(rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: c.ContainerId, Cmd: []string{"cat", "/etc/resolv.conf"}, Timeout: 30})).must(t)
-	if ex.ExitCode != 0 || string(ex.Stdout) != want {
-		t.Errorf("container's /etc/resolv.conf (exit %d, stderr %q):\n%s\nwant:\n%s", ex.ExitCode, ex.Stderr, ex.Stdout, want)
+	// run starts a sleeping container in a new sandbox of config pc and
+	// checks that it reads want as /etc/resolv.conf.
+	run := func(what string, pc *runtimeapi.PodSandboxConfig, want string) string {
+		sb := get(rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: pc})).must(t)
+		t.Cleanup(func() {
+			cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, _ = rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.PodSandboxId})
+		})
+		c := get(rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, SandboxConfig: pc,
+			Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "c"}, Image: &runtimeapi.ImageSpec{Image: image},
+				Command: []string{"sleep", "3600"}, LogPath: "c.log"}})).must(t)
+		get(rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c.ContainerId})).must(t)
+		ex := get(rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: c.ContainerId, Cmd: []string{"cat", "/etc/resolv.conf"}, Timeout: 30})).must(t)
+		if ex.ExitCode != 0 || string(ex.Stdout) != want {
+			t.Errorf("%s container's /etc/resolv.conf (exit %d, stderr %q):\n%s\nwant:\n%s", what, ex.ExitCode, ex.Stderr, ex.Stdout, want)
+		}
+		return c.ContainerId
 	}
+
+	id := run("host-network", hostNet("dns-hostnet", dns), want)
 	// Still the host's network namespace.
-	ins, err := env.Docker.ContainerInspect(ctx, c.ContainerId, client.ContainerInspectOptions{})
+	ins, err := env.Docker.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,12 +93,18 @@ func TestHostNetworkDNS(t *testing.T) {
 		t.Errorf("container network mode = %q, want host", m)
 	}
 	// The shared file is the shim's business, not one of the CRI's mounts.
-	cs := get(rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.ContainerId})).must(t)
+	cs := get(rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})).must(t)
 	for _, m := range cs.Status.Mounts {
 		if m.ContainerPath == "/etc/resolv.conf" {
 			t.Errorf("ContainerStatus reports the shared resolv.conf as a mount: %+v", m)
 		}
 	}
+
+	// A pod-network sandbox gets exactly its config too: given searches
+	// alone, Docker would add the host's nameservers.
+	pn := podConfig("dns-podnet", t.TempDir())
+	pn.DnsConfig = &runtimeapi.DNSConfig{Searches: []string{"ns1.svc.cluster.local"}, Options: []string{"ndots:2"}}
+	run("pod-network", pn, "search ns1.svc.cluster.local\noptions ndots:2\n")
 
 	hostAfter, err := os.ReadFile("/etc/resolv.conf")
 	if err != nil {
