@@ -34,7 +34,7 @@ const (
 	// most of its time waiting on the API server and etcd, so throughput is
 	// workers / latency until the API server's CPU is the limit: on two
 	// cores 8 workers reached about half of what the API server sustains,
-	// 16-32 all but a few per cent (services/statusd/bench). Under a
+	// 16 and 32 about nine tenths (services/statusd/bench). Under a
 	// client-side QPS limit the extra workers wait on the limiter.
 	DefaultWorkers         = 32
 	DefaultReconcilePeriod = 10 * time.Second
