@@ -132,6 +132,11 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 
+	if o.profileDir != "" {
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return err
+		}
+	}
 	env := &benchEnv{dir: dir, opts: o}
 	env.nodestatusd = filepath.Join(dir, "nodestatusd")
 	logf("building nodestatusd...")
