@@ -54,11 +54,12 @@ func TestFileSourceFollowsTheDirectory(t *testing.T) {
 		t.Fatal("a changed spec kept its UID")
 	}
 
-	// rename: the pod follows its file (its UID covers the path)
+	// rename: the pod follows its file (its UID covers the path). The old
+	// UID is read before the rename: the new set may arrive at once.
+	oldB := s.last()[1].UID
 	if err := os.Rename(filepath.Join(dir, "b.json"), filepath.Join(dir, "c.json")); err != nil {
 		t.Fatal(err)
 	}
-	oldB := s.last()[1].UID
 	s.waitFor(t, "b from c.json", func(p []*corev1.Pod) bool {
 		return len(p) == 2 && p[1].Name == "b-node1" && p[1].UID != oldB
 	}, nil)
