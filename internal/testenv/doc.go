@@ -6,5 +6,6 @@
 // The package itself holds the plumbing tests that run real processes share:
 // Build compiles binaries once per test process, LockedBuffer collects a
 // child's output while the test reads it, ShortDir makes directories short
-// enough for socket paths.
+// enough for socket paths, Process runs a child that is stopped when the
+// test ends, HostIP finds an address backends can listen on.
 package testenv

@@ -48,47 +48,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// proc is a process the test started; Cleanup stops it by its PID.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	out  *testenv.LockedBuffer
-	done chan struct{}
-}
-
-func start(t *testing.T, name, binary string, args ...string) *proc {
-	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(binary, args...), out: &testenv.LockedBuffer{}, done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("--- %s output:\n%s", name, p.out.String())
-		}
-	})
-	return p
-}
-
-// stop sends SIGTERM, then SIGKILL after 30 s.
-func (p *proc) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-func (p *proc) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
 // eventually polls cond every 250 ms for up to two minutes.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
@@ -229,11 +188,11 @@ func TestComponentSwaps(t *testing.T) {
 	backendSock, criSock, cloudSock := filepath.Join(extDir, "backend.sock"), filepath.Join(extDir, "cri.sock"), filepath.Join(extDir, "cloud.sock")
 
 	// The external runtime: Docker-backed shim, and a forwarder in front.
-	start(t, "backend runtime-shim", filepath.Join(bin, "runtime-shim"), "--socket", backendSock, "--run-dir", extDir,
+	testenv.StartProcess(t, "backend runtime-shim", filepath.Join(bin, "runtime-shim"), "--socket", backendSock, "--run-dir", extDir,
 		"--data-dir", filepath.Join(dir, "backend"), "--node-name", node, "--docker-instance", instance)
 	forwarderArgs := []string{"--backend", "forward", "--forward-endpoint", "unix://" + backendSock, "--socket", criSock,
 		"--run-dir", extDir, "--data-dir", filepath.Join(dir, "forwarder"), "--node-name", node}
-	forwarder := start(t, "forwarding runtime-shim", filepath.Join(bin, "runtime-shim"), forwarderArgs...)
+	forwarder := testenv.StartProcess(t, "forwarding runtime-shim", filepath.Join(bin, "runtime-shim"), forwarderArgs...)
 
 	// The external cloud provider plug-in, first answering 10.0.0.1.
 	writeCloud := func(name, addr string) string {
@@ -244,14 +203,14 @@ func TestComponentSwaps(t *testing.T) {
 		}
 		return p
 	}
-	pluginA := start(t, "cloud plug-in A", filepath.Join(bin, "cloudprovider-external"), "--socket", cloudSock, "--config", writeCloud("a", "10.0.0.1"))
+	pluginA := testenv.StartProcess(t, "cloud plug-in A", filepath.Join(bin, "cloudprovider-external"), "--socket", cloudSock, "--config", writeCloud("a", "10.0.0.1"))
 
 	cfg := filepath.Join(dir, "microlet.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(
 		"args:\n  cloudsyncd: [--cloud-provider=external, --external-endpoint=unix://%s, --sync-frequency=1s]\n", cloudSock)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	start(t, "microlet run", filepath.Join(bin, "microlet"), "run", "--config", cfg, "--run-dir", runDir,
+	testenv.StartProcess(t, "microlet run", filepath.Join(bin, "microlet"), "run", "--config", cfg, "--run-dir", runDir,
 		"--data-dir", filepath.Join(dir, "data"), "--bin-dir", bin, "--manifest-dir", manifests, "--node-name", node,
 		"--runtime-endpoint", "unix://"+criSock)
 
@@ -339,8 +298,8 @@ func TestComponentSwaps(t *testing.T) {
 	t.Log("3: statusd restarted with its statuses")
 
 	// 4. A new forwarding runtime process takes over the same socket.
-	forwarder.kill()
-	start(t, "forwarding runtime-shim (new)", filepath.Join(bin, "runtime-shim"), forwarderArgs...)
+	forwarder.Kill()
+	testenv.StartProcess(t, "forwarding runtime-shim (new)", filepath.Join(bin, "runtime-shim"), forwarderArgs...)
 	staticPod(t, manifests, "swap-c")
 	eventually(t, "pod swap-c running through the new forwarder", func() error { return runningContainer(backend, "swap-c-"+node) })
 	t.Log("4: a new runtime process on the same socket serves the node")
@@ -354,8 +313,8 @@ func TestComponentSwaps(t *testing.T) {
 		}
 		return err
 	})
-	pluginA.kill()
-	start(t, "cloud plug-in B", filepath.Join(bin, "cloudprovider-external"), "--socket", cloudSock, "--config", writeCloud("b", "10.0.0.2"))
+	pluginA.Kill()
+	testenv.StartProcess(t, "cloud plug-in B", filepath.Join(bin, "cloudprovider-external"), "--socket", cloudSock, "--config", writeCloud("b", "10.0.0.2"))
 	eventually(t, "addresses from plug-in B", func() error {
 		a, err := nodeAddresses(cloud)
 		if err == nil && a != "10.0.0.2" {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,7 +87,7 @@ func TestProviderFailureIsRetried(t *testing.T) {
 	}
 
 	// Then the plug-in is down altogether, and comes back healthy.
-	plugin.stop()
+	plugin.Stop(time.Minute)
 	writeFile(t, file, pluginLBFile)
 	run(t, "plugin-again", bin(t, pluginPkg), "--socket", sock, "--config", file)
 

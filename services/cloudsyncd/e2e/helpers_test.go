@@ -3,10 +3,8 @@ package e2e
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -121,34 +119,26 @@ func rbacKubeconfig(t *testing.T, cp *controlplane.ControlPlane) string {
 
 // proc is a child process whose output the test keeps.
 type proc struct {
-	name   string
-	sock   string // cloudsyncd's socket, for cloudsyncd processes
-	cmd    *exec.Cmd
-	out    *testenv.LockedBuffer
-	exited chan struct{}
+	*testenv.Process
+	sock string // cloudsyncd's socket, for cloudsyncd processes
 }
 
 // run starts a child; it is stopped (SIGTERM, then SIGKILL) when the test
-// ends and its output printed if the test failed.
+// ends and its output printed if the test failed. A data race the race
+// detector reports in microlet's code fails the test.
 func run(t *testing.T, name, path string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(path, args...), out: &testenv.LockedBuffer{}, exited: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	p := &proc{Process: testenv.StartProcess(t, name, path, args...)}
+	// Cleanups run last-registered first: stop the process here so the
+	// reports it prints on its way out are in its output.
 	t.Cleanup(func() {
-		p.stop()
-		ours, upstream := races(p.out.String())
+		p.Stop(time.Minute)
+		ours, upstream := races(p.Out.String())
 		if len(ours) > 0 {
 			t.Errorf("%s: the race detector reported %d data race(s) in microlet's code", name, len(ours))
 		}
 		for _, r := range upstream {
 			t.Logf("%s: a data race inside upstream libraries only:%s", name, r)
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, p.out.String())
 		}
 	})
 	return p
@@ -173,26 +163,6 @@ func races(out string) (ours, upstream []string) {
 	return ours, upstream
 }
 
-func (p *proc) stop() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(time.Minute):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
-
-func (p *proc) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.exited
-}
-
 // cloudsyncd starts the binary in controller mode in its own run dir and
 // waits for SERVING, which it reaches whether it leads or stands by.
 func cloudsyncd(t *testing.T, name string, args ...string) *proc {
@@ -209,7 +179,7 @@ func cloudsyncd(t *testing.T, name string, args ...string) *proc {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := grpcclient.WaitServing(ctx, cc, ""); err != nil {
-		t.Fatalf("%s: %v\n%s", name, err, p.out.String())
+		t.Fatalf("%s: %v\n%s", name, err, p.Out.String())
 	}
 	return p
 }

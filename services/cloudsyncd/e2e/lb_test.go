@@ -23,25 +23,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 )
-
-// hostIP is a non-loopback IPv4 address of this machine: the API server
-// refuses loopback endpoint addresses, as it would a pod IP of 127.0.0.1.
-func hostIP(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
-			return n.IP.String()
-		}
-	}
-	t.Skip("no non-loopback IPv4 address on this machine for a backend")
-	return ""
-}
 
 // backend is a TCP server on ip answering every connection with its
 // greeting, standing in for a pod; it returns the port.
@@ -163,7 +147,7 @@ func reaches(t *testing.T, ip string, port int32, greeting string) {
 // metricsHave scrapes the process's --metrics-addr (found in its log) and
 // checks that every want appears in the exposition.
 func metricsHave(p *proc, want ...string) error {
-	_, rest, ok := strings.Cut(p.out.String(), `msg="serving metrics" `)
+	_, rest, ok := strings.Cut(p.Out.String(), `msg="serving metrics" `)
 	if !ok {
 		return errors.New("no metrics address logged")
 	}
@@ -230,7 +214,7 @@ func TestLoadBalancerLocal(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(cp.AdminConfig())
 	pool := netip.MustParsePrefix("127.0.77.0/28")
 	createNode(t, admin, "e2e-lb-node", false, true)
-	ip := hostIP(t)
+	ip := testenv.HostIP(t)
 	port := backend(t, ip, "hello from the backend")
 
 	p := cloudsyncd(t, "cloudsyncd-lb", append(controllerArgs(rbacKubeconfig(t, cp), "e2e-lb", "service"),

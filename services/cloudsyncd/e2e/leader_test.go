@@ -11,11 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 )
 
 // leads reports whether the process has logged taking the Lease.
-func leads(p *proc) bool { return strings.Contains(p.out.String(), "became leader") }
+func leads(p *proc) bool { return strings.Contains(p.Out.String(), "became leader") }
 
 // TestLeaderElectionHandsOverWhenTheLeaderDies runs two cloudsyncd replicas
 // on one Lease: only one acts; when it is killed (no chance to release the
@@ -26,7 +27,7 @@ func TestLeaderElectionHandsOverWhenTheLeaderDies(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(cp.AdminConfig())
 	pool := netip.MustParsePrefix("127.0.78.0/28")
 	createNode(t, admin, "e2e-le-node", false, true)
-	ip := hostIP(t)
+	ip := testenv.HostIP(t)
 	port := backend(t, ip, "leader test backend")
 	args := append(controllerArgs(rbacKubeconfig(t, cp), "e2e-le", "service"),
 		"--cloud-provider", "local", "--local-lb-pool", pool.String())
@@ -63,11 +64,11 @@ func TestLeaderElectionHandsOverWhenTheLeaderDies(t *testing.T) {
 	ip1 := ingress(t, admin, "e2e-le-1", pool)
 	reaches(t, ip1, 18090, "leader test backend")
 	if leads(standby) {
-		t.Fatalf("the standby %s took the Lease while the leader lived", standby.name)
+		t.Fatalf("the standby %s took the Lease while the leader lived", standby.Name)
 	}
 
-	t.Logf("killing the leader %s (%s)", leader.name, first)
-	leader.kill()
+	t.Logf("killing the leader %s (%s)", leader.Name, first)
+	leader.Kill()
 	eventually(t, "the standby takes the Lease", func() error {
 		if h := holder(); h == "" || h == first || !leads(standby) {
 			return fmt.Errorf("holder %q, standby leads: %v", h, leads(standby))

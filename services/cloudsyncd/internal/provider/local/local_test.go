@@ -18,26 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 )
-
-// hostIP returns an IPv4 address of this host that an EndpointSlice may
-// carry: the API server refuses loopback and link-local endpoint addresses,
-// so the backends listen on an interface address instead.
-func hostIP(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
-			return n.IP.String()
-		}
-	}
-	t.Skip("no non-loopback IPv4 address on this host for the backends (the API server refuses loopback endpoints)")
-	return ""
-}
 
 // tcpBackend answers each line with "<name>:<line>" until the test ends.
 func tcpBackend(t *testing.T, ip, name string) int {
@@ -172,7 +155,7 @@ func TestLocalLoadBalancer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	backend := hostIP(t)
+	backend := testenv.HostIP(t)
 	tcpA, tcpB, udpA := tcpBackend(t, backend, "a"), tcpBackend(t, backend, "b"), udpBackend(t, backend, "u")
 	svc, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},

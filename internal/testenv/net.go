@@ -1,0 +1,25 @@
+package testenv
+
+import (
+	"net"
+	"testing"
+)
+
+// HostIP returns a global unicast IPv4 address of this machine, for test
+// servers that stand in for pods: the API server refuses loopback and
+// link-local addresses in EndpointSlices. It skips the test when there is
+// none.
+func HostIP(t testing.TB) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("no global unicast IPv4 address on this machine for a backend (the API server refuses loopback endpoints)")
+	return ""
+}
