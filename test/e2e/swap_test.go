@@ -48,20 +48,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// eventually polls cond every 250 ms for up to two minutes.
-func eventually(t *testing.T, what string, cond func() error) {
+// eventually polls f until it returns nil, for up to 2*time.Minute.
+func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 2*time.Minute, f)
 }
 
 func dial(t *testing.T, path string) *grpc.ClientConn {

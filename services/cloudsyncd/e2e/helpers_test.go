@@ -46,19 +46,10 @@ func bin(t *testing.T, pkg string) string {
 	return filepath.Join(dir, filepath.Base(pkg))
 }
 
+// eventually polls f until it returns nil, for up to wait.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, wait, f)
 }
 
 // rbacKubeconfig binds the ClusterRole of deploy/cloudsyncd-controllers-rbac.yaml

@@ -78,7 +78,7 @@ func TestPodDNSAndEvents(t *testing.T) {
 
 	t.Run("dnsPolicy None: /etc/resolv.conf is the pod's dnsConfig alone", func(t *testing.T) {
 		s.t = t
-		p := s.waitPodSlow("default", "dns-none", "running", running)
+		p := s.waitPod("default", "dns-none", "running", running)
 		got := s.execIn(p, "main", "cat", "/etc/resolv.conf")
 		for _, want := range []string{"nameserver 203.0.113.53", "search my.search.example"} {
 			if !hasLine(got, want) {
@@ -99,7 +99,7 @@ func TestPodDNSAndEvents(t *testing.T) {
 
 	t.Run("dnsPolicy ClusterFirst: the node's cluster DNS and search path", func(t *testing.T) {
 		s.t = t
-		p := s.waitPodSlow("default", "dns-cluster", "running", running)
+		p := s.waitPod("default", "dns-cluster", "running", running)
 		got := s.execIn(p, "main", "cat", "/etc/resolv.conf")
 		if !hasLine(got, "nameserver "+e2eClusterDNS) || strings.Count(got, "nameserver") != 1 {
 			t.Errorf("resolv.conf nameservers, want only %s:\n%s", e2eClusterDNS, got)
@@ -115,7 +115,7 @@ func TestPodDNSAndEvents(t *testing.T) {
 
 	t.Run("hostAliases and the pod's FQDN in the managed /etc/hosts", func(t *testing.T) {
 		s.t = t
-		p := s.waitPodSlow("default", "dns-cluster", "running with an IP", func(p *corev1.Pod) bool { return running(p) && p.Status.PodIP != "" })
+		p := s.waitPod("default", "dns-cluster", "running with an IP", func(p *corev1.Pod) bool { return running(p) && p.Status.PodIP != "" })
 		got := s.execIn(p, "main", "cat", "/etc/hosts")
 		for _, want := range []string{
 			"# Kubernetes-managed hosts file.",
@@ -136,7 +136,7 @@ func TestPodDNSAndEvents(t *testing.T) {
 
 	t.Run("service links for the namespace's Service", func(t *testing.T) {
 		s.t = t
-		p := s.waitPodSlow("default", "dns-cluster", "running", running)
+		p := s.waitPod("default", "dns-cluster", "running", running)
 		env := envMap(s.execIn(p, "main", "env"))
 		ip := svc.Spec.ClusterIP
 		want := map[string]string{
@@ -162,7 +162,7 @@ func TestPodDNSAndEvents(t *testing.T) {
 
 	t.Run("a failing liveness probe gives Unhealthy and Killing events from the kubelet on this node", func(t *testing.T) {
 		s.t = t
-		s.waitPodSlow("default", "unhealthy", "restarted", func(p *corev1.Pod) bool {
+		s.waitPod("default", "unhealthy", "restarted", func(p *corev1.Pod) bool {
 			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
 		})
 		uid := created["unhealthy"].UID

@@ -80,7 +80,7 @@ func TestPodSecurity(t *testing.T) {
 
 	t.Run("user, groups, fsGroup-owned emptyDir, read-only root, no_new_privs", func(t *testing.T) {
 		s.t = t
-		p := s.waitPodSlow("default", "secure", "running", running)
+		p := s.waitPod("default", "secure", "running", running)
 		if p.Status.QOSClass != corev1.PodQOSBurstable {
 			t.Errorf("qosClass = %s, want Burstable", p.Status.QOSClass)
 		}
@@ -109,7 +109,7 @@ func TestPodSecurity(t *testing.T) {
 
 	t.Run("memory-medium emptyDir is a tmpfs of the sizeLimit", func(t *testing.T) {
 		s.t = t
-		p := s.waitPodSlow("default", "secure", "running", running)
+		p := s.waitPod("default", "secure", "running", running)
 		mounts := s.execIn(p, "main", "cat", "/proc/mounts")
 		var line string
 		for _, l := range strings.Split(mounts, "\n") {
@@ -127,7 +127,7 @@ func TestPodSecurity(t *testing.T) {
 
 	t.Run("memory and CPU limits and OOM score adjustment of a Burstable pod", func(t *testing.T) {
 		s.t = t
-		p := s.waitPodSlow("default", "secure", "running", running)
+		p := s.waitPod("default", "secure", "running", running)
 		if got := memoryLimitIn(s, p); got != burstLimit {
 			t.Errorf("memory limit inside = %d, want %d", got, burstLimit)
 		}
@@ -144,7 +144,7 @@ func TestPodSecurity(t *testing.T) {
 
 	t.Run("Guaranteed pod: QoS class, memory limit, OOM score adjustment", func(t *testing.T) {
 		s.t = t
-		p := s.waitPodSlow("default", "guaranteed", "running", running)
+		p := s.waitPod("default", "guaranteed", "running", running)
 		if p.Status.QOSClass != corev1.PodQOSGuaranteed {
 			t.Errorf("qosClass = %s, want Guaranteed", p.Status.QOSClass)
 		}

@@ -48,14 +48,14 @@ func TestPodFeatures(t *testing.T) {
 			PeriodSeconds: 2, FailureThreshold: 3,
 		}
 		s.create(p)
-		notReady := s.waitPodSlow("default", "ready-web", "Running, started and not Ready", func(p *corev1.Pod) bool {
+		notReady := s.waitPod("default", "ready-web", "Running, started and not Ready", func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1 &&
 				p.Status.ContainerStatuses[0].State.Running != nil && !p.Status.ContainerStatuses[0].Ready && !ready(p)
 		})
 		if cond := condition(notReady, corev1.PodReady); cond == nil || cond.Reason != "ContainersNotReady" {
 			t.Fatalf("Ready condition while the probe fails: %+v", cond)
 		}
-		got := s.waitPodSlow("default", "ready-web", "Ready", func(p *corev1.Pod) bool {
+		got := s.waitPod("default", "ready-web", "Ready", func(p *corev1.Pod) bool {
 			return ready(p) && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready
 		})
 		if n := got.Status.ContainerStatuses[0].RestartCount; n != 0 {
@@ -77,7 +77,7 @@ func TestPodFeatures(t *testing.T) {
 		grace := int64(2)
 		p.Spec.Containers[0].LivenessProbe.TerminationGracePeriodSeconds = &grace
 		s.create(p)
-		got := s.waitPodSlow("default", "live-exec", "restarted after failing liveness", func(p *corev1.Pod) bool {
+		got := s.waitPod("default", "live-exec", "restarted after failing liveness", func(p *corev1.Pod) bool {
 			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1 &&
 				p.Status.ContainerStatuses[0].LastTerminationState.Terminated != nil
 		})
@@ -119,7 +119,7 @@ func TestPodFeatures(t *testing.T) {
 			{Name: "GREETING", Value: "$(COLOR)-$(CFG_size)"},
 		}
 		created := s.create(p)
-		got := s.waitPodSlow("default", "env-pod", "Running", func(p *corev1.Pod) bool {
+		got := s.waitPod("default", "env-pod", "Running", func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodRunning && ready(p) && p.Status.PodIP != ""
 		})
 		env := map[string]string{}
@@ -145,7 +145,7 @@ func TestPodFeatures(t *testing.T) {
 		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LATE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "late-config"}, Key: "value"}}}}
 		s.create(p)
-		waiting := s.waitPodSlow("default", "late-config", "waiting with CreateContainerConfigError", func(p *corev1.Pod) bool {
+		waiting := s.waitPod("default", "late-config", "waiting with CreateContainerConfigError", func(p *corev1.Pod) bool {
 			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
 				p.Status.ContainerStatuses[0].State.Waiting.Reason == "CreateContainerConfigError"
 		})
@@ -159,7 +159,7 @@ func TestPodFeatures(t *testing.T) {
 			Data: map[string]string{"value": "arrived"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		got := s.waitPodSlow("default", "late-config", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) })
+		got := s.waitPod("default", "late-config", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) })
 		if out := s.execIn(got, "main", "sh", "-c", `echo "$LATE"`); out != "arrived\n" {
 			t.Fatalf("LATE = %q", out)
 		}
@@ -204,7 +204,7 @@ func TestPodFeatures(t *testing.T) {
 			{Name: "cfg", MountPath: "/greeting-subpath", SubPath: "conf"},
 		}
 		s.create(p)
-		got := s.waitPodSlow("default", "vol-pod", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) })
+		got := s.waitPod("default", "vol-pod", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) })
 		for file, want := range map[string]string{
 			"/etc/cfg/conf/greeting.txt": "hello", "/etc/sec/token": "s3cret", "/etc/info/name": "vol-pod", "/etc/info/labels": `tier="backend"`,
 			"/var/run/proj/greeting": "hello", "/var/run/proj/namespace": "default", "/greeting-subpath/greeting.txt": "hello",
@@ -244,7 +244,7 @@ func TestPodFeatures(t *testing.T) {
 		p := s.pod("nonroot", corev1.RestartPolicyAlways, "sleep 3600")
 		p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: &yes}
 		created := s.create(p)
-		got := s.waitPodSlow("default", "nonroot", "refused with CreateContainerConfigError", func(p *corev1.Pod) bool {
+		got := s.waitPod("default", "nonroot", "refused with CreateContainerConfigError", func(p *corev1.Pod) bool {
 			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
 				p.Status.ContainerStatuses[0].State.Waiting.Reason == "CreateContainerConfigError"
 		})
@@ -306,22 +306,4 @@ func (s *stack) execIn(p *corev1.Pod, container string, cmd ...string) string {
 		s.t.Fatalf("ExecSync %v exited %d: %s%s", cmd, resp.ExitCode, resp.Stdout, resp.Stderr)
 	}
 	return string(resp.Stdout)
-}
-
-// waitPodSlow is waitPod with a deadline for a machine shared with other
-// Docker-heavy work: these pods pull a second image, run probes and read
-// API objects, and a loaded engine was seen taking over 3 minutes to start
-// a sandbox.
-func (s *stack) waitPodSlow(ns, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
-	s.t.Helper()
-	var got *corev1.Pod
-	s.eventually(fmt.Sprintf("pod %s/%s %s", ns, name, what), 8*time.Minute, func() (bool, string) {
-		p, err := s.get(ns, name)
-		if err != nil {
-			return false, err.Error()
-		}
-		got = p
-		return cond(p), fmt.Sprintf("phase=%s reason=%s containers=%+v", p.Status.Phase, p.Status.Reason, p.Status.ContainerStatuses)
-	})
-	return got
 }

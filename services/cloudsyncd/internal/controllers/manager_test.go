@@ -20,6 +20,7 @@ import (
 	fakecloud "k8s.io/cloud-provider/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 )
 
@@ -46,19 +47,10 @@ func (e *ensured) has(name string) bool {
 	return slices.Contains(e.names, name)
 }
 
+// eventually polls f until it returns nil, for up to 3*time.Minute.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 3*time.Minute, f)
 }
 
 func lbService(t *testing.T, cs kubernetes.Interface, name string) {

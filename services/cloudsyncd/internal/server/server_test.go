@@ -112,19 +112,10 @@ func decode(t testing.TB, raw [][]byte) []corev1.NodeAddress {
 	return out
 }
 
+// eventually polls f until it returns nil, for up to 60*time.Second.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 60*time.Second, f)
 }
 
 func TestBadConfigIsOneLineNamingTheField(t *testing.T) {

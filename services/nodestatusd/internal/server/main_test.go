@@ -21,6 +21,7 @@ import (
 	"github.com/microlet/microlet/internal/grpcserver"
 	"github.com/microlet/microlet/internal/service"
 	"github.com/microlet/microlet/internal/socket"
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
 	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
@@ -213,18 +214,8 @@ func condition(n *corev1.Node, typ corev1.NodeConditionType) *corev1.NodeConditi
 	return nil
 }
 
-// eventually polls f until it returns nil or patience runs out.
+// eventually polls f until it returns nil, for up to patience.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, patience, f)
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/registry"
 	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
 )
@@ -46,18 +47,10 @@ func wantCode(t *testing.T, err error, code codes.Code, what string) {
 	}
 }
 
-// eventually polls f until it returns nil or 60 s pass.
+// eventually polls f until it returns nil, for up to 60*time.Second.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: %v", what, err)
+	testenv.Eventually(t, what, 60*time.Second, f)
 }
 
 func podConfig(name, logDir string) *runtimeapi.PodSandboxConfig {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	"github.com/microlet/microlet/services/statusd/internal/cache"
@@ -153,18 +154,10 @@ func (e *env) startRig(t *testing.T, pc podconfigv1.PodConfigServiceClient) *rig
 	return r
 }
 
-// eventually polls cond until it returns nil or waitTimeout passes.
-func eventually(t *testing.T, what string, cond func() error) {
+// eventually polls f until it returns nil, for up to waitTimeout.
+func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	var last error
-	for time.Now().Before(deadline) {
-		if last = cond(); last == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not reached within %s: %v", what, waitTimeout, last)
+	testenv.Eventually(t, what, waitTimeout, f)
 }
 
 func getPod(t *testing.T, c kubernetes.Interface, ns, name string) (*corev1.Pod, error) {

@@ -49,20 +49,10 @@ func startPlugin(t *testing.T, bin, sock, cfg string) *exec.Cmd {
 	return cmd
 }
 
-// eventually polls f until it returns nil, for up to 60 s.
+// eventually polls f until it returns nil, for up to 60*time.Second.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 60*time.Second, f)
 }
 
 func TestExternalPluginKilledAndReplaced(t *testing.T) {

@@ -71,21 +71,10 @@ func udpBackend(t *testing.T, ip, name string) int {
 	return pc.LocalAddr().(*net.UDPAddr).Port
 }
 
-// eventually polls f until it returns nil, for up to two minutes (the
-// informer and a loaded machine can be slow; nothing here measures time).
+// eventually polls f until it returns nil, for up to 2*time.Minute.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 2*time.Minute, f)
 }
 
 // askTCP opens a connection to addr, sends one line and returns the answer.
