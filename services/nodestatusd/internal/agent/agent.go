@@ -167,12 +167,23 @@ func NewShared(ctx context.Context, cfg SharedConfig) (*Shared, error) {
 		sel := fields.OneTermEqualSelector(metav1.ObjectNameField, cfg.NodeName).String()
 		opt = informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel })
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, opt)
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, opt, informers.WithTransform(dropManagedFields))
 	inf := f.Core().V1().Nodes()
 	sh.lister = inf.Lister()
 	sh.synced = inf.Informer().HasSynced
 	f.Start(ctx.Done())
 	return sh, nil
+}
+
+// dropManagedFields is the informer's transform: the cached Nodes are read
+// for the status computation and as the original of the status patch, which
+// never touches managed fields; without them every cached Node (one per
+// simulated node) is smaller and cheaper to copy.
+func dropManagedFields(obj any) (any, error) {
+	if n, ok := obj.(*corev1.Node); ok {
+		n.ManagedFields = nil
+	}
+	return obj, nil
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
@@ -207,50 +218,34 @@ func (s *Shared) Standalone() bool { return s.client == nil }
 // Client is the registration client (nil standalone).
 func (s *Shared) Client() kubernetes.Interface { return s.client }
 
-// Agent runs one node.
+// Agent runs one node. Its work is done in steps (register, renew the
+// Lease, sync the status, the startup loop) that a Runner schedules, so
+// thousands of simulated agents share a few workers.
 type Agent struct {
 	name    string
 	sh      *Shared
 	reg     registration.Options
 	in      setters.Inputs
 	updater *statusupdate.Updater
+	lease   *nodelease.Renewer
 	pub     *Published
-	log     *slog.Logger
-	poke    chan struct{}
 
-	// startGate, when set, bounds how many agents register at once (see
-	// SetStartGate).
-	startGate chan struct{}
+	// poke asks the Runner for a status sync now; set by NewRunner.
+	poke atomic.Pointer[func()]
+
+	// fastUntil ends the startup loop; only the Runner's steps touch it,
+	// one at a time.
+	fastUntil time.Time
+	// standalone is the Node computed last without an API server.
+	standalone *corev1.Node
 
 	mu         sync.Mutex
 	registered int
 }
 
-// SetStartGate makes Run hold a slot of gate from before registering until
-// the shared informer holds the new Node. Agents sharing one gate start at
-// most cap(gate) at a time, so thousands of simulated nodes start as fast
-// as the API server answers instead of all at once with timeouts. Call it
-// before Run.
-func (a *Agent) SetStartGate(gate chan struct{}) { a.startGate = gate }
-
-// acquireStart takes a slot of the start gate and returns its release,
-// which may be called more than once.
-func (a *Agent) acquireStart(ctx context.Context) (func(), error) {
-	if a.startGate == nil {
-		return func() {}, nil
-	}
-	select {
-	case a.startGate <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	var once sync.Once
-	return func() { once.Do(func() { <-a.startGate }) }, nil
-}
-
 // New returns the agent of one node.
 func New(name string, sh *Shared, reg registration.Options) *Agent {
-	a := &Agent{name: name, sh: sh, reg: reg, pub: newPublished(), log: sh.cfg.Log.With("node", name), poke: make(chan struct{}, 1)}
+	a := &Agent{name: name, sh: sh, reg: reg, pub: newPublished()}
 	a.in = sh.cfg.Inputs
 	if reg.Hostname != "" {
 		a.in.Hostname = reg.Hostname
@@ -265,10 +260,14 @@ func New(name string, sh *Shared, reg registration.Options) *Agent {
 		statusupdate.WithReportFrequency(sh.cfg.Timing.StatusReportFrequency),
 		statusupdate.WithLogger(sh.cfg.Log),
 		statusupdate.WithRepeatedFailure(sh.closeIdle),
-		statusupdate.WithOnPatched(a.pub.Set),
+		statusupdate.WithOnPatched(a.published),
 		statusupdate.WithLabels(a.requiredLabels()),
 	}
 	a.updater = statusupdate.New(name, sh.heartbeat, sh.lister, setters.Defaults(&a.in), opts...)
+	if !sh.Standalone() {
+		a.lease = nodelease.New(sh.cfg.Clock, sh.heartbeat.CoordinationV1().Leases(corev1.NamespaceNodeLease), name,
+			sh.cfg.Timing.LeaseDurationSeconds, sh.lister, sh.closeIdle, sh.cfg.Log)
+	}
 	return a
 }
 
@@ -292,7 +291,7 @@ func (a *Agent) InitialNode(ctx context.Context) *corev1.Node {
 	if a.in.Cloud != nil {
 		md = a.in.Cloud(ctx)
 	}
-	return registration.InitialNode(a.reg, md.Metadata, a.log)
+	return registration.InitialNode(a.reg, md.Metadata, a.log())
 }
 
 // requiredLabels are the default labels kept on the Node (drift repaired
@@ -308,63 +307,64 @@ func (a *Agent) requiredLabels() map[string]string {
 	return out
 }
 
-// Run works until ctx ends.
-func (a *Agent) Run(ctx context.Context) error {
-	if a.sh.Standalone() {
-		return a.runStandalone(ctx)
+// Poke asks for a sync now (a reporter changed a condition) instead of at
+// the next period. Before the agent runs it does nothing.
+func (a *Agent) Poke() {
+	if f := a.poke.Load(); f != nil {
+		(*f)()
 	}
-	release, err := a.acquireStart(ctx)
-	if err != nil {
-		return nil //nolint:nilerr // ended before starting
+}
+
+// log is the shared logger with the node's name, made when needed: a
+// logger per simulated node costs memory for lines rarely written.
+func (a *Agent) log() *slog.Logger { return a.sh.cfg.Log.With("node", a.name) }
+
+// published keeps a Node the API server returned for GetNode and
+// WatchNode, without its managed fields (nobody here reads them).
+func (a *Agent) published(n *corev1.Node) {
+	n.ManagedFields = nil
+	a.pub.Set(n)
+}
+
+// start registers the Node (retrying with backoff until it is created or
+// ctx ends) and arms the startup loop. Standalone it computes the first
+// Node instead.
+func (a *Agent) start(ctx context.Context) error {
+	if a.sh.Standalone() {
+		a.syncStandalone(ctx)
+		return nil
 	}
 	if err := a.register(ctx); err != nil {
-		release()
 		return err
 	}
-	t := a.sh.cfg.Timing
-	lc := nodelease.New(a.sh.cfg.Clock, a.sh.heartbeat, a.name, t.LeaseDurationSeconds, t.LeaseRenewInterval, a.sh.lister, a.sh.closeIdle)
-	var wg sync.WaitGroup
-	wg.Go(func() { lc.Run(ctx) })
-	wg.Go(func() {
-		cached := a.waitCached(ctx)
-		release()
-		if cached {
-			a.updater.FastUntilReady(ctx, t.FastStatusTimeout)
-		}
-	})
-	a.loop(ctx, a.sync)
-	wg.Wait()
+	a.fastUntil = a.sh.cfg.Clock.Now().Add(a.sh.cfg.Timing.FastStatusTimeout)
 	return nil
 }
 
-// Poke asks for a sync now (a reporter changed a condition) instead of at
-// the next period.
-func (a *Agent) Poke() {
-	select {
-	case a.poke <- struct{}{}:
-	default:
+// renewLease is one renewal; it returns the wait before the next one.
+func (a *Agent) renewLease(ctx context.Context) time.Duration {
+	if d := a.lease.Renew(ctx); d > 0 {
+		return d
 	}
+	return wait.Jitter(a.sh.cfg.Timing.LeaseRenewInterval, JitterFactor)
 }
 
-// loop runs f every StatusUpdateFrequency with the kubelet's 4% jitter, or
-// at once when poked.
-func (a *Agent) loop(ctx context.Context, f func(context.Context)) {
-	for {
-		f(ctx)
-		t := a.sh.cfg.Clock.NewTimer(wait.Jitter(a.sh.cfg.Timing.StatusUpdateFrequency, 0.04))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C():
-		case <-a.poke:
-			t.Stop()
-		}
+// fastStep is one pass of the startup loop that reports Ready as soon as
+// it is true; it reports whether the loop is over (Ready patched, or the
+// timeout passed).
+func (a *Agent) fastStep(ctx context.Context) bool {
+	if a.updater.FastOnce(ctx) || ctx.Err() != nil {
+		return true
 	}
+	if !a.sh.cfg.Clock.Now().Before(a.fastUntil) {
+		a.log().Warn("node did not become ready in time after startup", "timeout", a.sh.cfg.Timing.FastStatusTimeout)
+		return true
+	}
+	return false
 }
 
 func (a *Agent) register(ctx context.Context) error {
-	if err := registration.Register(ctx, a.sh.client, a.InitialNode, a.log); err != nil {
+	if err := registration.Register(ctx, a.sh.client, a.InitialNode, a.log()); err != nil {
 		return err
 	}
 	a.mu.Lock()
@@ -373,28 +373,19 @@ func (a *Agent) register(ctx context.Context) error {
 	return nil
 }
 
-// waitCached waits until the informer holds the Node.
-func (a *Agent) waitCached(ctx context.Context) bool {
-	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
-		_, err := a.sh.lister.Get(a.name)
-		return err == nil, nil
-	})
-	return err == nil
-}
-
 func (a *Agent) sync(ctx context.Context) {
 	err := a.updater.Update(ctx)
 	switch {
 	case err == nil, ctx.Err() != nil:
 	case apierrors.IsNotFound(err) || isNodeNotFound(err):
-		a.log.Warn("node was deleted; registering it again")
+		a.log().Warn("node was deleted; registering it again")
 		if err := a.register(ctx); err == nil {
 			if err := a.updater.Update(ctx); err != nil && ctx.Err() == nil {
-				a.log.Warn("status after re-registration", "err", err)
+				a.log().Warn("status after re-registration", "err", err)
 			}
 		}
 	default:
-		a.log.Error("node status not updated", "err", err)
+		a.log().Error("node status not updated", "err", err)
 	}
 }
 
@@ -403,20 +394,21 @@ func isNodeNotFound(err error) bool {
 	return errors.As(err, &se) && se.Status().Code == 404
 }
 
-// runStandalone computes the Node every period and publishes changes.
-func (a *Agent) runStandalone(ctx context.Context) error {
-	node := a.InitialNode(ctx)
-	node.CreationTimestamp = metav1.NewTime(a.sh.cfg.Clock.Now())
-	first := true
-	a.loop(ctx, func(ctx context.Context) {
-		next, changed := a.updater.Compute(ctx, node)
-		if changed || first {
-			a.pub.Set(next)
-			first = false
-		}
-		node = next
-	})
-	return nil
+// syncStandalone computes the Node and publishes it when it changed.
+func (a *Agent) syncStandalone(ctx context.Context) {
+	if a.standalone == nil {
+		node := a.InitialNode(ctx)
+		node.CreationTimestamp = metav1.NewTime(a.sh.cfg.Clock.Now())
+		next, _ := a.updater.Compute(ctx, node)
+		a.pub.Set(next)
+		a.standalone = next
+		return
+	}
+	next, changed := a.updater.Compute(ctx, a.standalone)
+	if changed {
+		a.pub.Set(next)
+	}
+	a.standalone = next
 }
 
 // Labels returns a copy of the required labels (for tests and docs).

@@ -1,15 +1,19 @@
 package nodelease
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 )
 
 // Defaults of the kubelet.
@@ -18,6 +22,12 @@ const (
 	DefaultDurationSeconds = 40
 	// RenewFraction is the kubelet's renew interval as a part of the duration.
 	RenewFraction = 0.25
+	// UpdateRetries is how many times one renewal tries the update.
+	UpdateRetries = 5
+	// MaxBackoff bounds the wait between tries to make sure the Lease exists.
+	MaxBackoff = 7 * time.Second
+	// firstBackoff is doubled before the first wait (200 ms), as upstream.
+	firstBackoff = 100 * time.Millisecond
 )
 
 // RenewInterval is the kubelet's renew interval for a lease duration.
@@ -25,36 +35,161 @@ func RenewInterval(durationSeconds int32) time.Duration {
 	return time.Duration(float64(time.Duration(durationSeconds)*time.Second) * RenewFraction)
 }
 
-// New returns the lease controller for node. The owner reference is taken
-// from the informer's copy of the Node, so renewing costs no extra GET;
-// while the Node is not known yet the Lease is written without one and the
-// reference is added on a later renewal.
-func New(clk clock.Clock, client kubernetes.Interface, node string, durationSeconds int32, renew time.Duration,
-	nodes corelisters.NodeLister, onRepeatedFailure func()) lease.Controller {
-	return lease.NewController(clk, client, node, durationSeconds, onRepeatedFailure, renew,
-		node, corev1.NamespaceNodeLease, ownerFunc(nodes, node))
+// Renewer keeps one node's Lease. It is not safe for concurrent use: one
+// caller renews at a time.
+type Renewer struct {
+	clock             clock.PassiveClock
+	leases            coordclient.LeaseInterface
+	node              string
+	duration          int32
+	nodes             corelisters.NodeLister
+	onRepeatedFailure func()
+	log               *slog.Logger
+
+	// latest is the Lease as the API server last returned it, without
+	// managed fields (an update that carries none leaves them alone).
+	latest  *coordinationv1.Lease
+	backoff time.Duration
 }
 
-func ownerFunc(nodes corelisters.NodeLister, name string) lease.ProcessLeaseFunc {
-	return func(l *coordinationv1.Lease) error {
-		if nodes == nil {
-			return nil
+// New returns the Renewer of node's Lease in kube-node-lease. The owner
+// reference is taken from nodes (the informer's copy of the Node), so
+// renewing costs no extra GET; while the Node is not known yet the Lease is
+// written without one and the reference is added on a later renewal.
+// onRepeatedFailure is called when an update fails again (the agent closes
+// idle connections); it may be nil.
+func New(clk clock.PassiveClock, leases coordclient.LeaseInterface, node string, durationSeconds int32,
+	nodes corelisters.NodeLister, onRepeatedFailure func(), log *slog.Logger) *Renewer {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Renewer{clock: clk, leases: leases, node: node, duration: durationSeconds, nodes: nodes,
+		onRepeatedFailure: onRepeatedFailure, log: log, backoff: firstBackoff}
+}
+
+// Renew is one pass of the kubelet's lease controller: update the latest
+// Lease it knows (up to UpdateRetries tries; a conflict re-reads it), else
+// make sure the Lease exists (creating it when someone deleted it) and
+// update that. It returns 0 when the Lease was ensured, else how long to
+// wait before trying again: a backoff doubling from 200 ms to MaxBackoff
+// while the Lease can be neither read nor created.
+func (r *Renewer) Renew(ctx context.Context) time.Duration {
+	if r.latest != nil {
+		err := r.update(ctx)
+		if err == nil {
+			return 0
 		}
-		n, err := nodes.Get(name)
+		r.log.Info("failed to update lease using latest lease, fallback to ensure lease", "node", r.node, "err", err)
+	}
+	lease, created, err := r.ensure(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0
+		}
+		r.backoff = min(2*r.backoff, MaxBackoff)
+		r.log.Error("failed to ensure lease exists, will retry", "node", r.node, "err", err, "interval", r.backoff)
+		return r.backoff
+	}
+	r.backoff = firstBackoff
+	r.latest = lease
+	if !created {
+		if err := r.update(ctx); err != nil {
+			r.log.Error("will retry updating lease", "node", r.node, "err", err)
+		}
+	}
+	return 0
+}
+
+// Latest is the Lease as last written (tests).
+func (r *Renewer) Latest() *coordinationv1.Lease { return r.latest }
+
+// ensure reads the Lease, creating it when missing.
+func (r *Renewer) ensure(ctx context.Context) (*coordinationv1.Lease, bool, error) {
+	lease, err := r.leases.Get(ctx, r.node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		lease, err = r.leases.Create(ctx, r.next(nil), metav1.CreateOptions{})
 		if err != nil {
-			return nil //nolint:nilerr // no owner yet; the next renewal adds it
+			return nil, false, fmt.Errorf("create lease %s/%s: %w", corev1.NamespaceNodeLease, r.node, err)
 		}
-		for _, ref := range l.OwnerReferences {
-			if ref.UID == n.UID {
+		return trim(lease), true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("get lease %s/%s: %w", corev1.NamespaceNodeLease, r.node, err)
+	}
+	return trim(lease), false, nil
+}
+
+// update writes a renewed copy of latest, re-reading it after a conflict.
+func (r *Renewer) update(ctx context.Context) error {
+	base := r.latest
+	for i := range UpdateRetries {
+		if base != nil {
+			lease, err := r.leases.Update(ctx, r.next(base), metav1.UpdateOptions{})
+			if err == nil {
+				r.latest = trim(lease)
 				return nil
 			}
+			if ctx.Err() != nil {
+				return err
+			}
+			r.log.Warn("failed to update lease", "node", r.node, "try", i, "err", err)
+			if apierrors.IsConflict(err) {
+				base, _, _ = r.ensure(ctx)
+				continue
+			}
 		}
-		l.OwnerReferences = []metav1.OwnerReference{{
-			APIVersion: corev1.SchemeGroupVersion.String(),
-			Kind:       "Node",
-			Name:       n.Name,
-			UID:        n.UID,
-		}}
-		return nil
+		if i > 0 && r.onRepeatedFailure != nil {
+			r.onRepeatedFailure()
+		}
 	}
+	return fmt.Errorf("failed %d attempts to update lease %s/%s", UpdateRetries, corev1.NamespaceNodeLease, r.node)
+}
+
+// next is base (or a new Lease held by the node) renewed now, owned by the
+// Node when the informer knows it.
+func (r *Renewer) next(base *coordinationv1.Lease) *coordinationv1.Lease {
+	var l *coordinationv1.Lease
+	if base == nil {
+		l = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: r.node, Namespace: corev1.NamespaceNodeLease},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(r.node)},
+		}
+	} else {
+		l = base.DeepCopy()
+	}
+	l.Spec.LeaseDurationSeconds = ptr.To(r.duration)
+	l.Spec.RenewTime = &metav1.MicroTime{Time: r.clock.Now()}
+	r.setOwner(l)
+	return l
+}
+
+func (r *Renewer) setOwner(l *coordinationv1.Lease) {
+	if r.nodes == nil {
+		return
+	}
+	n, err := r.nodes.Get(r.node)
+	if err != nil {
+		return // not cached yet; a later renewal adds the reference
+	}
+	for _, ref := range l.OwnerReferences {
+		if ref.UID == n.UID {
+			return
+		}
+	}
+	l.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: corev1.SchemeGroupVersion.String(),
+		Kind:       "Node",
+		Name:       n.Name,
+		UID:        n.UID,
+	}}
+}
+
+// trim drops the managed fields: they are a large part of a small object,
+// every simulated node keeps one, and an update without them keeps the
+// server's.
+func trim(l *coordinationv1.Lease) *coordinationv1.Lease {
+	if l != nil {
+		l.ManagedFields = nil
+	}
+	return l
 }

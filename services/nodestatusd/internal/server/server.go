@@ -308,10 +308,11 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 			env.Log.Info("standalone: no kubeconfig; the Node is computed and served over gRPC only")
 		}
 	}
+	runner := agent.NewRunner(agents, agent.WithStartSpread(simulate.StartSpread(len(agents))))
 	s.api.setAgents(agents)
 	registerMetrics(env.Registry, agents)
 	env.Ready()
-	return simulate.RunAll(ctx, agents)
+	return runner.Run(ctx)
 }
 
 // NodeFromBytes decodes a Node sent over the API (CLI and tests).

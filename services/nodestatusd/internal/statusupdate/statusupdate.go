@@ -207,30 +207,12 @@ func (u *Updater) patch(ctx context.Context, original, node *corev1.Node) error 
 	return nil
 }
 
-// FastUntilReady polls every FastInterval until the computed Ready is true
-// and has been patched, or timeout passes: a node whose runtime comes up a
-// second after start is Ready a second later, not a whole period later.
-func (u *Updater) FastUntilReady(ctx context.Context, timeout time.Duration) {
-	deadline := u.clock.Now().Add(timeout)
-	t := u.clock.NewTicker(FastInterval)
-	defer t.Stop()
-	for {
-		if u.fastOnce(ctx) {
-			return
-		}
-		if !u.clock.Now().Before(deadline) {
-			u.log.Warn("node did not become ready in time after startup", "node", u.name, "timeout", timeout)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-	}
-}
-
-func (u *Updater) fastOnce(ctx context.Context) bool {
+// FastOnce is one pass of the startup loop, run every FastInterval for at
+// most FastTimeout so that a node whose runtime comes up a second after
+// start is Ready a second later, not a whole period later. It reports
+// whether the loop is done: the Node is Ready, or the Ready just computed
+// was patched (when that patch failed, one full sync is tried).
+func (u *Updater) FastOnce(ctx context.Context) bool {
 	u.syncMu.Lock()
 	defer u.syncMu.Unlock()
 	original, err := u.lister.Get(u.name)
