@@ -232,6 +232,10 @@ type Agent struct {
 
 	// poke asks the Runner for a status sync now; set by NewRunner.
 	poke atomic.Pointer[func()]
+	// statusGen is the generation of the live chain of status syncs;
+	// started is set once the start step is done.
+	statusGen atomic.Uint32
+	started   atomic.Bool
 
 	// fastUntil ends the startup loop; only the Runner's steps touch it,
 	// one at a time.

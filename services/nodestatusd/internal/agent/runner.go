@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/services/nodestatusd/internal/statusupdate"
 )
@@ -35,22 +35,25 @@ const (
 	stepFast               // the startup loop
 )
 
-// task is one step of one agent; the queue holds each at most once.
+// task is one step of one agent. Status steps carry the agent's status
+// generation: a poke starts a new chain of status syncs and the old chain's
+// next step, carrying the old generation, is dropped.
 type task struct {
 	agent int32
 	step  step
+	gen   uint32
 }
 
 // Runner runs the steps of its agents on a fixed pool of workers, each
 // step scheduled after the previous one ended as the kubelet's loops are:
 // the Lease every renew interval, the status every update frequency, both
 // with 4% jitter, and the startup loop every 100 ms until Ready is
-// reported. One node or thousands cost the same goroutines.
+// reported. One node or thousands cost the same goroutines and one ticker.
 type Runner struct {
 	agents  []*Agent
 	workers int
 	spread  time.Duration
-	queue   workqueue.TypedDelayingInterface[task]
+	sched   *schedule
 }
 
 // RunnerOption configures a Runner.
@@ -71,13 +74,16 @@ func NewRunner(agents []*Agent, opts ...RunnerOption) *Runner {
 	for _, o := range opts {
 		o(r)
 	}
-	var cfg workqueue.TypedDelayingQueueConfig[task]
+	var clk clock.WithTicker = clock.RealClock{}
 	if len(agents) > 0 {
-		cfg.Clock = agents[0].sh.cfg.Clock
+		clk = agents[0].sh.cfg.Clock
 	}
-	r.queue = workqueue.NewTypedDelayingQueueWithConfig(cfg)
+	r.sched = newSchedule(clk, r.workers)
 	for i, a := range agents {
-		poke := func() { r.queue.Add(task{agent: int32(i), step: stepStatus}) } //nolint:gosec // fewer agents than int32
+		poke := func() {
+			gen := a.statusGen.Add(1)
+			r.sched.after(task{agent: int32(i), step: stepStatus, gen: gen}, 0) //nolint:gosec // fewer agents than int32
+		}
 		a.poke.Store(&poke)
 	}
 	return r
@@ -87,31 +93,23 @@ func NewRunner(agents []*Agent, opts ...RunnerOption) *Runner {
 func (r *Runner) Run(ctx context.Context) error {
 	for i := range r.agents {
 		t := task{agent: int32(i), step: stepStart} //nolint:gosec // fewer agents than int32
+		var d time.Duration
 		if i > 0 && r.spread > 0 {
-			r.queue.AddAfter(t, time.Duration(rand.Int64N(int64(r.spread)))) //nolint:gosec // spreading load, not security
-		} else {
-			r.queue.Add(t)
+			d = time.Duration(rand.Int64N(int64(r.spread))) //nolint:gosec // spreading load, not security
 		}
+		r.sched.after(t, d)
 	}
 	var wg sync.WaitGroup
+	wg.Go(func() { r.sched.run(ctx) })
 	for range r.workers {
-		wg.Go(func() { r.work(ctx) })
+		wg.Go(func() {
+			for t := range r.sched.ready {
+				r.do(ctx, t)
+			}
+		})
 	}
-	<-ctx.Done()
-	r.queue.ShutDown()
 	wg.Wait()
 	return nil
-}
-
-func (r *Runner) work(ctx context.Context) {
-	for {
-		t, shutdown := r.queue.Get()
-		if shutdown {
-			return
-		}
-		r.do(ctx, t)
-		r.queue.Done(t)
-	}
 }
 
 func (r *Runner) do(ctx context.Context, t task) {
@@ -119,9 +117,9 @@ func (r *Runner) do(ctx context.Context, t task) {
 		return
 	}
 	a := r.agents[t.agent]
-	next := func(s step, after time.Duration) {
+	next := func(s step, gen uint32, after time.Duration) {
 		if ctx.Err() == nil {
-			r.queue.AddAfter(task{agent: t.agent, step: s}, after)
+			r.sched.after(task{agent: t.agent, step: s, gen: gen}, after)
 		}
 	}
 	period := func() time.Duration { return wait.Jitter(a.sh.cfg.Timing.StatusUpdateFrequency, JitterFactor) }
@@ -130,23 +128,27 @@ func (r *Runner) do(ctx context.Context, t task) {
 		if err := a.start(ctx); err != nil {
 			return // only when ctx ended: registration retries until then
 		}
-		next(stepStatus, period())
+		a.started.Store(true)
+		next(stepStatus, a.statusGen.Load(), period())
 		if !a.sh.Standalone() {
-			next(stepLease, 0)
-			next(stepFast, 0)
+			next(stepLease, 0, 0)
+			next(stepFast, 0, 0)
 		}
 	case stepLease:
-		next(stepLease, a.renewLease(ctx))
+		next(stepLease, 0, a.renewLease(ctx))
 	case stepStatus:
+		if t.gen != a.statusGen.Load() || !a.started.Load() {
+			return // a poke started a newer chain, or came before the start
+		}
 		if a.sh.Standalone() {
 			a.syncStandalone(ctx)
 		} else {
 			a.sync(ctx)
 		}
-		next(stepStatus, period())
+		next(stepStatus, t.gen, period())
 	case stepFast:
 		if !a.fastStep(ctx) {
-			next(stepFast, statusupdate.FastInterval)
+			next(stepFast, 0, statusupdate.FastInterval)
 		}
 	}
 }

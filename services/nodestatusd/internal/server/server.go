@@ -272,6 +272,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	in.RuntimeEndpoint = s.runtime.Endpoint()
 	in.Cloud = s.cloud.Get
 	in.Extra = s.extra
+	in.Machine = &setters.MachineCache{}
 
 	if s.cfg.PprofAddr != "" {
 		stop, err := servePprof(s.cfg.PprofAddr, env.Log)

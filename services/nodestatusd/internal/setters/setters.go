@@ -76,6 +76,9 @@ type Inputs struct {
 	Version string
 	// Extra conditions reported by other components.
 	Extra *Conditions
+	// Machine, when set, keeps MachineInfo's lists between syncs; the
+	// Nodes then share them and must not change them.
+	Machine *MachineCache
 }
 
 // Defaults returns the setters in the kubelet's order, Ready last.
@@ -205,8 +208,26 @@ func lookupIP(hostname string) (net.IP, error) {
 // MachineInfo sets capacity and allocatable: cpu, memory, hugepages,
 // ephemeral-storage and pods, allocatable minus reserved and minus the hard
 // eviction thresholds (memory and nodefs) and hugepages from memory.
+//
+// The lists depend only on the inputs and the filesystem's size, so the last
+// pair is kept in in.Machine (when set) and shared, read-only, by every
+// sync of every node that shares the Inputs.
 func MachineInfo(in *Inputs) Setter {
 	return func(_ context.Context, node *corev1.Node) error {
+		var fsCapacity uint64
+		var statsErr error
+		if in.Stats != nil {
+			var s host.Stats
+			if s, statsErr = in.Stats(); statsErr == nil {
+				fsCapacity = s.Fs.Capacity
+			}
+		}
+		if statsErr == nil {
+			if c, a, ok := in.Machine.get(fsCapacity); ok {
+				node.Status.Capacity, node.Status.Allocatable = c, a
+				return nil
+			}
+		}
 		f := in.Facts
 		capacity := corev1.ResourceList{
 			corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(f.NumCPU)*1000, resource.DecimalSI),
@@ -219,15 +240,11 @@ func MachineInfo(in *Inputs) Setter {
 			capacity[name] = *resource.NewQuantity(total, resource.BinarySI)
 			hugeTotal += total
 		}
-		var errs []error
 		if in.Stats != nil {
-			if s, err := in.Stats(); err == nil {
-				capacity[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(min(s.Fs.Capacity, 1<<62)), resource.BinarySI) //nolint:gosec // clamped
-			} else {
-				errs = append(errs, err)
-				if old, ok := node.Status.Capacity[corev1.ResourceEphemeralStorage]; ok {
-					capacity[corev1.ResourceEphemeralStorage] = old // keep the last known size
-				}
+			if statsErr == nil {
+				capacity[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(min(fsCapacity, 1<<62)), resource.BinarySI) //nolint:gosec // clamped
+			} else if old, ok := node.Status.Capacity[corev1.ResourceEphemeralStorage]; ok {
+				capacity[corev1.ResourceEphemeralStorage] = old // keep the last known size
 			}
 		}
 		allocatable := corev1.ResourceList{}
@@ -254,8 +271,43 @@ func MachineInfo(in *Inputs) Setter {
 		}
 		node.Status.Capacity = capacity
 		node.Status.Allocatable = allocatable
-		return errors.Join(errs...)
+		if statsErr != nil {
+			return statsErr
+		}
+		in.Machine.put(fsCapacity, capacity, allocatable)
+		return nil
 	}
+}
+
+// MachineCache keeps the capacity and allocatable MachineInfo computed last,
+// for one Inputs (and all its copies). The zero value is ready; a nil one
+// keeps nothing.
+type MachineCache struct {
+	mu                    sync.Mutex
+	valid                 bool
+	fsCapacity            uint64
+	capacity, allocatable corev1.ResourceList
+}
+
+func (m *MachineCache) get(fsCapacity uint64) (corev1.ResourceList, corev1.ResourceList, bool) {
+	if m == nil {
+		return nil, nil, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.valid || m.fsCapacity != fsCapacity {
+		return nil, nil, false
+	}
+	return m.capacity, m.allocatable, true
+}
+
+func (m *MachineCache) put(fsCapacity uint64, capacity, allocatable corev1.ResourceList) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.valid, m.fsCapacity, m.capacity, m.allocatable = true, fsCapacity, capacity, allocatable
 }
 
 // NodeInfo sets the system info: IDs, kernel, OS image, OS and arch, the

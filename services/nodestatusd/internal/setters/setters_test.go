@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +189,45 @@ func TestReportedConditions(t *testing.T) {
 		if err := in.Extra.Report(bad.rep, bad.conds); err == nil {
 			t.Errorf("%s accepted", name)
 		}
+	}
+}
+
+// TestMachineInfoCacheFollowsTheFilesystem: with a MachineCache the lists
+// are computed once and shared until the filesystem's size changes; a failed
+// reading keeps the last size and is not cached.
+func TestMachineInfoCacheFollowsTheFilesystem(t *testing.T) {
+	var fsCap uint64 = 100 << 30
+	var statsErr error
+	in := &Inputs{
+		Facts:   host.Facts{NumCPU: 2, MemoryBytes: 4 << 30},
+		MaxPods: 110,
+		Stats:   func() (host.Stats, error) { return host.Stats{Fs: host.FsStats{Capacity: fsCap}}, statsErr },
+		Machine: &MachineCache{},
+	}
+	set := MachineInfo(in)
+	a, b := &corev1.Node{}, &corev1.Node{}
+	if err := set(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	if err := set(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(a.Status.Capacity).Pointer() != reflect.ValueOf(b.Status.Capacity).Pointer() {
+		t.Fatal("second sync computed the lists again")
+	}
+	fsCap = 200 << 30
+	c := &corev1.Node{}
+	if err := set(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Status.Capacity[corev1.ResourceEphemeralStorage]; got.Value() != 200<<30 {
+		t.Fatalf("ephemeral-storage %v after the filesystem grew", got.String())
+	}
+	statsErr = errors.New("statfs failed")
+	if err := set(context.Background(), c); err == nil {
+		t.Fatal("failed reading not reported")
+	}
+	if got := c.Status.Capacity[corev1.ResourceEphemeralStorage]; got.Value() != 200<<30 {
+		t.Fatalf("ephemeral-storage %v after a failed reading, want the last size", got.String())
 	}
 }
