@@ -8,8 +8,9 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 )
 
-// TestScheduleReleasesTasksWhenDue: a task runs at the first tick at or
-// after its time, not before; tasks due at once run at the next tick.
+// TestScheduleReleasesTasksWhenDue: a task runs at the first tick in or
+// after the tick it is due in, not earlier; tasks due at once run at the
+// next tick.
 func TestScheduleReleasesTasksWhenDue(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	s := newSchedule(clk, 16)
@@ -43,8 +44,8 @@ func TestScheduleReleasesTasksWhenDue(t *testing.T) {
 		}
 	}
 	step(Tick, 1)
-	step(2*Tick)
-	step(2*Tick, 2)
+	step(Tick)    // 1000.2 s: task 2 is due at 1000.35 s
+	step(Tick, 2) // 1000.3 s: in its tick
 	step(9 * time.Second)
 	step(time.Second, 3)
 	// A step far beyond several ticks releases everything due in between.
