@@ -248,7 +248,7 @@ func (s *Server) validate() error {
 // Run implements service.Service.
 func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	if s.klogToSlog {
-		// client-go and the lease controller log through klog; send it to ours.
+		// client-go logs through klog; send it to ours.
 		klog.SetSlogLogger(env.Log)
 	}
 	h := host.New()
