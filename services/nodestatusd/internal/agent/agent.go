@@ -94,7 +94,6 @@ type Shared struct {
 	heartbeat kubernetes.Interface
 	closeIdle func()
 	lister    corelisters.NodeLister
-	synced    func() bool
 }
 
 // NewShared builds the clients (the heartbeat one unthrottled, with its
@@ -170,7 +169,6 @@ func NewShared(ctx context.Context, cfg SharedConfig) (*Shared, error) {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, opt, informers.WithTransform(dropManagedFields))
 	inf := f.Core().V1().Nodes()
 	sh.lister = inf.Lister()
-	sh.synced = inf.Informer().HasSynced
 	f.Start(ctx.Done())
 	return sh, nil
 }
@@ -400,16 +398,13 @@ func isNodeNotFound(err error) bool {
 
 // syncStandalone computes the Node and publishes it when it changed.
 func (a *Agent) syncStandalone(ctx context.Context) {
-	if a.standalone == nil {
-		node := a.InitialNode(ctx)
-		node.CreationTimestamp = metav1.NewTime(a.sh.cfg.Clock.Now())
-		next, _ := a.updater.Compute(ctx, node)
-		a.pub.Set(next)
-		a.standalone = next
-		return
+	first := a.standalone == nil
+	if first {
+		a.standalone = a.InitialNode(ctx)
+		a.standalone.CreationTimestamp = metav1.NewTime(a.sh.cfg.Clock.Now())
 	}
 	next, changed := a.updater.Compute(ctx, a.standalone)
-	if changed {
+	if changed || first {
 		a.pub.Set(next)
 	}
 	a.standalone = next

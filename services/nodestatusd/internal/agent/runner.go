@@ -59,9 +59,6 @@ type Runner struct {
 // RunnerOption configures a Runner.
 type RunnerOption func(*Runner)
 
-// WithWorkers overrides Workers(len(agents)).
-func WithWorkers(n int) RunnerOption { return func(r *Runner) { r.workers = max(n, 1) } }
-
 // WithStartSpread starts the agents at random times within d, so thousands
 // of simulated nodes do not register in one burst and their periods do not
 // line up. The first agent starts at once.

@@ -100,9 +100,6 @@ func (r *Renewer) Renew(ctx context.Context) time.Duration {
 	return 0
 }
 
-// Latest is the Lease as last written (tests).
-func (r *Renewer) Latest() *coordinationv1.Lease { return r.latest }
-
 // ensure reads the Lease, creating it when missing.
 func (r *Renewer) ensure(ctx context.Context) (*coordinationv1.Lease, bool, error) {
 	lease, err := r.leases.Get(ctx, r.node, metav1.GetOptions{})

@@ -51,7 +51,7 @@ func TestRenewCreatesUpdatesAndOwns(t *testing.T) {
 	if d := r.Renew(ctx); d != 0 {
 		t.Fatalf("first renewal asks to wait %v", d)
 	}
-	l := r.Latest()
+	l := r.latest
 	if *l.Spec.HolderIdentity != "n1" || *l.Spec.LeaseDurationSeconds != 40 || len(l.OwnerReferences) != 0 {
 		t.Fatalf("created lease %+v", l)
 	}
@@ -63,7 +63,7 @@ func TestRenewCreatesUpdatesAndOwns(t *testing.T) {
 	if got := leaseRenewTime(t, c); !got.Equal(clk.Now()) {
 		t.Fatalf("renew time %v, want %v", got, clk.Now())
 	}
-	if refs := r.Latest().OwnerReferences; len(refs) != 1 || refs[0].UID != "uid-1" || refs[0].Kind != "Node" {
+	if refs := r.latest.OwnerReferences; len(refs) != 1 || refs[0].UID != "uid-1" || refs[0].Kind != "Node" {
 		t.Fatalf("owner %+v", refs)
 	}
 }
@@ -93,8 +93,8 @@ func TestRenewBacksOffWhileTheLeaseCannotBeRead(t *testing.T) {
 		}
 	}
 	failing = false
-	if d := r.Renew(ctx); d != 0 || r.Latest() == nil {
-		t.Fatalf("after recovery: wait %v, lease %v", d, r.Latest())
+	if d := r.Renew(ctx); d != 0 || r.latest == nil {
+		t.Fatalf("after recovery: wait %v, lease %v", d, r.latest)
 	}
 	failing = true
 	r.latest = nil

@@ -284,7 +284,6 @@ func MachineInfo(in *Inputs) Setter {
 // keeps nothing.
 type MachineCache struct {
 	mu                    sync.Mutex
-	valid                 bool
 	fsCapacity            uint64
 	capacity, allocatable corev1.ResourceList
 }
@@ -295,7 +294,7 @@ func (m *MachineCache) get(fsCapacity uint64) (corev1.ResourceList, corev1.Resou
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.valid || m.fsCapacity != fsCapacity {
+	if m.capacity == nil || m.fsCapacity != fsCapacity {
 		return nil, nil, false
 	}
 	return m.capacity, m.allocatable, true
@@ -307,7 +306,7 @@ func (m *MachineCache) put(fsCapacity uint64, capacity, allocatable corev1.Resou
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.valid, m.fsCapacity, m.capacity, m.allocatable = true, fsCapacity, capacity, allocatable
+	m.fsCapacity, m.capacity, m.allocatable = fsCapacity, capacity, allocatable
 }
 
 // NodeInfo sets the system info: IDs, kernel, OS image, OS and arch, the

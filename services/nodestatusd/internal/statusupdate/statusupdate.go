@@ -268,30 +268,15 @@ func StatusChanged(a, b *corev1.NodeStatus) bool {
 		!slices.Equal(a.VolumesInUse, b.VolumesInUse) ||
 		!slices.Equal(a.VolumesAttached, b.VolumesAttached) ||
 		!slices.Equal(a.DeclaredFeatures, b.DeclaredFeatures) ||
-		!semanticEqual(a.Config, b.Config) ||
-		!semanticEqual(a.Features, b.Features) ||
-		!semanticEqual(a.RuntimeHandlers, b.RuntimeHandlers)
+		!bothEmptyOrEqual(a.Config == nil && b.Config == nil, a.Config, b.Config) ||
+		!bothEmptyOrEqual(a.Features == nil && b.Features == nil, a.Features, b.Features) ||
+		!bothEmptyOrEqual(len(a.RuntimeHandlers) == 0 && len(b.RuntimeHandlers) == 0, a.RuntimeHandlers, b.RuntimeHandlers)
 }
 
-// semanticEqual compares rarely set fields by reflection, skipping it when
-// both are empty.
-func semanticEqual[T any](a, b T) bool {
-	if isEmpty(a) && isEmpty(b) {
-		return true
-	}
-	return equality.Semantic.DeepEqual(a, b)
-}
-
-func isEmpty(v any) bool {
-	switch x := v.(type) {
-	case *corev1.NodeConfigStatus:
-		return x == nil
-	case *corev1.NodeFeatures:
-		return x == nil
-	case []corev1.NodeRuntimeHandler:
-		return len(x) == 0
-	}
-	return false
+// bothEmptyOrEqual compares rarely set fields by reflection, skipping it
+// when both are empty.
+func bothEmptyOrEqual(bothEmpty bool, a, b any) bool {
+	return bothEmpty || equality.Semantic.DeepEqual(a, b)
 }
 
 // conditionsEqual compares conditions by type, ignoring heartbeat times.
