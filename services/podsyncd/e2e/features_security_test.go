@@ -15,11 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
-
-	"github.com/microlet/microlet/internal/components"
-	"github.com/microlet/microlet/internal/grpcclient"
 )
 
 // TestPodSecurity runs issue 11's security-context and resource scenarios on
@@ -171,30 +167,6 @@ func TestPodSecurity(t *testing.T) {
 		m := mountsUnder(dataDir)
 		return len(m) == 0, fmt.Sprintf("still mounted: %v", m)
 	})
-}
-
-// execCode runs a command in a pod's container through the CRI and returns
-// its combined output and exit code.
-func (s *stack) execCode(p *corev1.Pod, container string, cmd ...string) (string, int32) {
-	s.t.Helper()
-	id := ""
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == container {
-			id = cs.ContainerID[strings.Index(cs.ContainerID, "://")+3:]
-		}
-	}
-	cc, err := grpcclient.Dial(components.Endpoint(s.runDir, components.RuntimeShim))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	resp, err := runtimeapi.NewRuntimeServiceClient(cc).ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: 30})
-	if err != nil {
-		s.t.Fatalf("ExecSync %v: %v", cmd, err)
-	}
-	return string(resp.Stdout) + string(resp.Stderr), resp.ExitCode
 }
 
 // memoryLimitIn reads the container's memory limit from its cgroup (v2 or v1).

@@ -279,8 +279,27 @@ func (s *stack) deletePod(name string) {
 }
 
 // execIn runs a command in a pod's running container through the stack's CRI
-// socket (ExecSync) and returns its stdout.
+// socket (ExecSync) and returns its stdout; a non-zero exit fails the test.
 func (s *stack) execIn(p *corev1.Pod, container string, cmd ...string) string {
+	s.t.Helper()
+	resp := s.execSync(p, container, cmd...)
+	if resp.ExitCode != 0 {
+		s.t.Fatalf("ExecSync %v exited %d: %s%s", cmd, resp.ExitCode, resp.Stdout, resp.Stderr)
+	}
+	return string(resp.Stdout)
+}
+
+// execCode runs a command in a pod's container through the CRI and returns
+// its combined output and exit code.
+func (s *stack) execCode(p *corev1.Pod, container string, cmd ...string) (string, int32) {
+	s.t.Helper()
+	resp := s.execSync(p, container, cmd...)
+	return string(resp.Stdout) + string(resp.Stderr), resp.ExitCode
+}
+
+// execSync runs a command in a pod's container through the stack's CRI
+// socket; only a failed call fails the test.
+func (s *stack) execSync(p *corev1.Pod, container string, cmd ...string) *runtimeapi.ExecSyncResponse {
 	s.t.Helper()
 	id := ""
 	for _, cs := range p.Status.ContainerStatuses {
@@ -302,8 +321,5 @@ func (s *stack) execIn(p *corev1.Pod, container string, cmd ...string) string {
 	if err != nil {
 		s.t.Fatalf("ExecSync %v: %v", cmd, err)
 	}
-	if resp.ExitCode != 0 {
-		s.t.Fatalf("ExecSync %v exited %d: %s%s", cmd, resp.ExitCode, resp.Stdout, resp.Stderr)
-	}
-	return string(resp.Stdout)
+	return resp
 }
