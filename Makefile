@@ -4,7 +4,7 @@ GO ?= go
 BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/microlet/microlet/internal/version.Version=$(VERSION)
-SERVICES := podconfig statusd nodestatusd cloudsyncd runtime-shim podsyncd
+SERVICES := podconfig statusd nodestatusd cloudsyncd runtime-shim nodeapi podsyncd
 RUN_DIR ?= /tmp/microlet-run
 DATA_DIR ?= /tmp/microlet-data
 MANIFEST_DIR ?= $(CURDIR)/examples/manifests

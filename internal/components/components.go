@@ -15,6 +15,7 @@ const (
 	RuntimeShim = "runtime-shim"
 	NodeStatusd = "nodestatusd"
 	PodSyncd    = "podsyncd"
+	NodeAPI     = "nodeapi"
 	// Supervisor is `microlet run` itself; it serves SupervisorService.
 	Supervisor = "microlet"
 )
@@ -36,6 +37,7 @@ var All = []Component{
 	{Name: RuntimeShim, Socket: "runtime.sock"},
 	{Name: Statusd, Socket: "statusd.sock", Needs: []string{PodConfig}},
 	{Name: NodeStatusd, Socket: "nodestatusd.sock", Needs: []string{RuntimeShim, CloudSyncd}},
+	{Name: NodeAPI, Socket: "nodeapi.sock", Needs: []string{PodConfig, Statusd, RuntimeShim}},
 	{Name: PodSyncd, Socket: "podsyncd.sock", Needs: []string{PodConfig, Statusd, RuntimeShim, NodeStatusd}},
 }
 

@@ -1,0 +1,310 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/kubernetes"
+	criapi "k8s.io/cri-api/pkg/apis"
+	remote "k8s.io/cri-client/pkg"
+	"k8s.io/klog/v2"
+
+	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/kubeclient"
+	"github.com/microlet/microlet/internal/service"
+	nodeapiv1 "github.com/microlet/microlet/proto/microlet/nodeapi/v1"
+	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
+	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
+	"github.com/microlet/microlet/services/nodeapi/internal/api"
+	"github.com/microlet/microlet/services/nodeapi/internal/auth"
+	"github.com/microlet/microlet/services/nodeapi/internal/pods"
+	"github.com/microlet/microlet/services/nodeapi/internal/servingcert"
+	"github.com/microlet/microlet/services/nodeapi/internal/streams"
+)
+
+// DefaultPort is the kubelet's --port.
+const DefaultPort = 10250
+
+// Config is nodeapi's configuration; the names follow the kubelet's
+// KubeletConfiguration fields.
+type Config struct {
+	service.Common `yaml:",inline"`
+
+	Address           string `yaml:"address" flag:"address" usage:"IP address to serve the kubelet API on (0.0.0.0 or :: for all)"`
+	Port              int    `yaml:"port" flag:"port" usage:"port of the kubelet API; 0 picks a free one (the Node advertises the port really served)"`
+	TLSCertFile       string `yaml:"tls_cert_file" flag:"tls-cert-file" usage:"serving certificate (PEM); empty: a self-signed one kept in cert_dir"`
+	TLSPrivateKeyFile string `yaml:"tls_private_key_file" flag:"tls-private-key-file" usage:"key of tls_cert_file"`
+	CertDir           string `yaml:"cert_dir" flag:"cert-dir" usage:"directory of the self-signed serving certificate (default <data-dir>/pki)"`
+
+	ClientCAFile          string        `yaml:"client_ca_file" flag:"client-ca-file" usage:"CA bundle that signs client certificates (x509 authentication); empty disables it"`
+	AnonymousAuth         bool          `yaml:"anonymous_auth" flag:"anonymous-auth" usage:"let requests without a credential in as system:anonymous (still authorized)"`
+	WebhookAuthentication bool          `yaml:"authentication_webhook" flag:"authentication-webhook" usage:"check bearer tokens with TokenReview (connected mode only)"`
+	WebhookCacheTTL       time.Duration `yaml:"authentication_webhook_cache_ttl" flag:"authentication-webhook-cache-ttl" usage:"how long TokenReview answers are cached"`
+	AuthorizationMode     string        `yaml:"authorization_mode" flag:"authorization-mode" usage:"Webhook (SubjectAccessReview) or AlwaysAllow; standalone always uses AlwaysAllow"`
+	AuthorizedTTL         time.Duration `yaml:"authorization_webhook_cache_authorized_ttl" flag:"authorization-webhook-cache-authorized-ttl" usage:"how long an allow is cached"`
+	UnauthorizedTTL       time.Duration `yaml:"authorization_webhook_cache_unauthorized_ttl" flag:"authorization-webhook-cache-unauthorized-ttl" usage:"how long a deny is cached"`
+
+	EnableDebuggingHandlers bool          `yaml:"enable_debugging_handlers" flag:"enable-debugging-handlers" usage:"serve exec, attach, port-forward, run, containerLogs, runningpods and configz"`
+	RuntimeRequestTimeout   time.Duration `yaml:"runtime_request_timeout" flag:"runtime-request-timeout" usage:"timeout of one CRI call"`
+}
+
+// DefaultConfig is the kubelet's defaults.
+func DefaultConfig() Config {
+	return Config{
+		Common:                  service.DefaultCommon(),
+		Address:                 "0.0.0.0",
+		Port:                    DefaultPort,
+		WebhookAuthentication:   true,
+		WebhookCacheTTL:         2 * time.Minute,
+		AuthorizationMode:       auth.ModeWebhook,
+		AuthorizedTTL:           5 * time.Minute,
+		UnauthorizedTTL:         30 * time.Second,
+		EnableDebuggingHandlers: true,
+		RuntimeRequestTimeout:   2 * time.Minute,
+	}
+}
+
+// Server is the nodeapi service.
+type Server struct {
+	nodeapiv1.UnimplementedNodeAPIServiceServer
+	cfg Config
+
+	mu    sync.Mutex
+	info  *nodeapiv1.GetServingInfoResponse
+	certs *servingcert.Source
+}
+
+var _ nodeapiv1.NodeAPIServiceServer = (*Server)(nil)
+
+// New returns the service with the kubelet's defaults.
+func New() *Server { return &Server{cfg: DefaultConfig()} }
+
+// Name implements service.Service.
+func (s *Server) Name() string { return components.NodeAPI }
+
+// Config implements service.Service.
+func (s *Server) Config() service.CommonConfig { return &s.cfg }
+
+// Register implements service.Service.
+func (s *Server) Register(env *service.Env) error {
+	c := &s.cfg
+	if net.ParseIP(c.Address) == nil {
+		return fmt.Errorf("address %q is not an IP address", c.Address)
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("port %d is out of range 0-65535", c.Port)
+	}
+	if (c.TLSCertFile == "") != (c.TLSPrivateKeyFile == "") {
+		return errors.New("tls_cert_file and tls_private_key_file go together: set both or neither")
+	}
+	if c.CertDir == "" {
+		c.CertDir = filepath.Join(c.DataDir, "pki")
+	}
+	switch c.AuthorizationMode {
+	case auth.ModeWebhook, auth.ModeAlwaysAllow:
+	default:
+		return fmt.Errorf("authorization_mode %q: want %s or %s", c.AuthorizationMode, auth.ModeWebhook, auth.ModeAlwaysAllow)
+	}
+	for name, d := range map[string]time.Duration{
+		"authentication_webhook_cache_ttl": c.WebhookCacheTTL, "authorization_webhook_cache_authorized_ttl": c.AuthorizedTTL,
+		"authorization_webhook_cache_unauthorized_ttl": c.UnauthorizedTTL,
+	} {
+		if d < 0 {
+			return fmt.Errorf("%s must not be negative, got %s", name, d)
+		}
+	}
+	if c.RuntimeRequestTimeout <= 0 {
+		return fmt.Errorf("runtime_request_timeout must be positive, got %s", c.RuntimeRequestTimeout)
+	}
+	nodeapiv1.RegisterNodeAPIServiceServer(env.Server.GRPC(), s)
+	return nil
+}
+
+// GetServingInfo implements NodeAPIServiceServer.
+func (s *Server) GetServingInfo(context.Context, *nodeapiv1.GetServingInfoRequest) (*nodeapiv1.GetServingInfoResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.info == nil {
+		return nil, status.Error(codes.Unavailable, "the kubelet API is not listening yet")
+	}
+	return &nodeapiv1.GetServingInfoResponse{
+		Address: s.info.Address, Port: s.info.Port,
+		CertificatePem: s.certs.CertificatePEM(), SelfSigned: s.certs.SelfSignedCert(),
+	}, nil
+}
+
+// Run implements service.Service.
+func (s *Server) Run(ctx context.Context, env *service.Env) error {
+	c := &s.cfg
+	// client-go, the authenticators and the certificate watchers log
+	// through klog; send it to ours.
+	klog.SetSlogLogger(env.Log)
+
+	var client kubernetes.Interface
+	if c.Kubeconfig != "" {
+		cs, _, err := kubeclient.Clientset(c.Kubeconfig, "nodeapi", 20, 40)
+		if err != nil {
+			return err
+		}
+		client = cs
+	}
+	authCfg := auth.Config{
+		NodeName: c.NodeName, ClientCAFile: c.ClientCAFile, Anonymous: c.AnonymousAuth,
+		Webhook: c.WebhookAuthentication && client != nil, WebhookCacheTTL: c.WebhookCacheTTL,
+		Mode: c.AuthorizationMode, AuthorizedTTL: c.AuthorizedTTL, UnauthorizedTTL: c.UnauthorizedTTL, Log: env.Log,
+	}
+	if client == nil && authCfg.Mode == auth.ModeWebhook {
+		// Standalone: nobody to ask. Only clients that authenticate with
+		// a certificate from client_ca_file (or anonymous, when enabled)
+		// get in at all.
+		env.Log.Info("standalone: authorization is AlwaysAllow for authenticated clients", "client_ca_file", c.ClientCAFile, "anonymous_auth", c.AnonymousAuth)
+		authCfg.Mode = auth.ModeAlwaysAllow
+	}
+	a, err := auth.New(authCfg, client)
+	if err != nil {
+		return err
+	}
+	go a.Run(ctx)
+
+	certs, err := s.servingCert()
+	if err != nil {
+		return err
+	}
+	go certs.Run(ctx)
+
+	rt, err := connectRuntime(ctx, c.Endpoint(components.RuntimeShim), c.RuntimeRequestTimeout, env.Log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rt.Close(context.Background()) }()
+
+	pcConn, err := grpcclient.Dial(c.Endpoint(components.PodConfig))
+	if err != nil {
+		return fmt.Errorf("podconfig endpoint: %w", err)
+	}
+	defer pcConn.Close()
+	sdConn, err := grpcclient.Dial(c.Endpoint(components.Statusd))
+	if err != nil {
+		return fmt.Errorf("statusd endpoint: %w", err)
+	}
+	defer sdConn.Close()
+	psConn, err := grpcclient.Dial(c.Endpoint(components.PodSyncd))
+	if err != nil {
+		return fmt.Errorf("podsyncd endpoint: %w", err)
+	}
+	defer psConn.Close()
+	src := pods.NewSource(podconfigv1.NewPodConfigServiceClient(pcConn), statusdv1.NewStatusServiceClient(sdConn))
+
+	handler := api.New(api.Deps{
+		Pods:    src,
+		Runtime: rt,
+		Streams: streams.New(src, rt, streams.WithLogger(env.Log)),
+		Metrics: promhttp.HandlerFor(prometheus.Gatherers{env.Registry}, promhttp.HandlerOpts{Registry: env.Registry}),
+		Checks: []healthz.HealthChecker{healthz.NamedCheck("syncloop", func(r *http.Request) error {
+			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			defer cancel()
+			return grpcclient.WaitServing(ctx, psConn, "")
+		})},
+		Configz:           s.configz,
+		Auth:              a.Filter,
+		DebuggingHandlers: c.EnableDebuggingHandlers,
+		Registerer:        env.Registry,
+		Log:               env.Log,
+	})
+
+	lis, err := net.Listen("tcp", net.JoinHostPort(c.Address, strconv.Itoa(c.Port)))
+	if err != nil {
+		return fmt.Errorf("kubelet API on %s:%d: %w", c.Address, c.Port, err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		TLSConfig:         certs.TLSConfig(a.ClientCA()),
+		ReadHeaderTimeout: 30 * time.Second,
+		// The kubelet's limits: long enough for exec sessions and log follows.
+		IdleTimeout:    90 * time.Second,
+		ReadTimeout:    4 * time.Hour,
+		WriteTimeout:   4 * time.Hour,
+		MaxHeaderBytes: 1 << 20,
+		ErrorLog:       slog.NewLogLogger(env.Log.Handler(), slog.LevelDebug),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.ServeTLS(lis, "", "") }()
+	port := lis.Addr().(*net.TCPAddr).Port
+	s.mu.Lock()
+	s.info = &nodeapiv1.GetServingInfoResponse{Address: c.Address, Port: int32(port)}
+	s.mu.Unlock()
+	env.Log.Info("serving the kubelet API", "address", c.Address, "port", port, "self_signed", certs.SelfSignedCert(),
+		"client_ca_file", c.ClientCAFile, "authorization_mode", authCfg.Mode, "token_webhook", authCfg.Webhook)
+	env.Ready()
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("kubelet API server: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		// Streams and log follows do not end on their own.
+		_ = srv.Close()
+	}
+	return nil
+}
+
+func (s *Server) servingCert() (*servingcert.Source, error) {
+	c := &s.cfg
+	var (
+		src *servingcert.Source
+		err error
+	)
+	if c.TLSCertFile != "" {
+		src, err = servingcert.FromFiles(c.TLSCertFile, c.TLSPrivateKeyFile)
+	} else {
+		src, err = servingcert.SelfSigned(c.CertDir, c.NodeName, nil, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.certs = src
+	s.mu.Unlock()
+	return src, nil
+}
+
+// connectRuntime connects to the CRI runtime, retrying with backoff while it
+// does not answer (it may be restarting).
+func connectRuntime(ctx context.Context, endpoint string, timeout time.Duration, log *slog.Logger) (criapi.RuntimeService, error) {
+	var rt criapi.RuntimeService
+	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 5 * time.Second}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		var err error
+		rt, err = remote.NewRemoteRuntimeService(cctx, endpoint, timeout, nil, false)
+		if err != nil {
+			log.Warn("runtime not answering; retrying", "endpoint", endpoint, "err", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runtime %s: %w", endpoint, err)
+	}
+	log.Info("runtime connected", "endpoint", endpoint)
+	return rt, nil
+}
