@@ -230,7 +230,8 @@ func (s *scrape) pod(sb *runtimeapi.PodSandbox, st *runtimeapi.PodSandboxStats, 
 	}
 	if n := linux.GetNetwork(); n != nil {
 		ps.Network = criNetwork(n, s.now)
-	} else {
+	} else if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		// A stopped sandbox has no process, hence no namespace to read.
 		ps.Network = s.sandboxNetwork(sb.Id)
 	}
 	if pr := linux.GetProcess(); pr != nil && pr.ProcessCount != nil {
