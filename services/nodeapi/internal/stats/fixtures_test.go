@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"google.golang.org/grpc/status"
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -131,10 +132,15 @@ func newFakeRuntime() *fakeRuntime {
 	return &fakeRuntime{info: map[string]map[string]string{}, errs: map[string]error{}, calls: map[string]int{}}
 }
 
-func (f *fakeRuntime) call(name string) error {
+// call counts a call and answers like a CRI client: the context's error
+// first, then any injected one.
+func (f *fakeRuntime) call(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls[name]++
+	if err := ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
 	return f.errs[name]
 }
 
@@ -150,8 +156,8 @@ func (f *fakeRuntime) setErr(name string, err error) {
 	f.errs[name] = err
 }
 
-func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	if err := f.call("ListPodSandbox"); err != nil {
+func (f *fakeRuntime) ListPodSandbox(ctx context.Context, _ *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	if err := f.call(ctx, "ListPodSandbox"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -159,8 +165,8 @@ func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilt
 	return append([]*runtimeapi.PodSandbox(nil), f.sandboxes...), nil
 }
 
-func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	if err := f.call("ListContainers"); err != nil {
+func (f *fakeRuntime) ListContainers(ctx context.Context, _ *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	if err := f.call(ctx, "ListContainers"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -168,8 +174,8 @@ func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilte
 	return append([]*runtimeapi.Container(nil), f.containers...), nil
 }
 
-func (f *fakeRuntime) ListPodSandboxStats(context.Context, *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
-	if err := f.call("ListPodSandboxStats"); err != nil {
+func (f *fakeRuntime) ListPodSandboxStats(ctx context.Context, _ *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
+	if err := f.call(ctx, "ListPodSandboxStats"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -177,8 +183,8 @@ func (f *fakeRuntime) ListPodSandboxStats(context.Context, *runtimeapi.PodSandbo
 	return append([]*runtimeapi.PodSandboxStats(nil), f.sbStats...), nil
 }
 
-func (f *fakeRuntime) ListContainerStats(context.Context, *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
-	if err := f.call("ListContainerStats"); err != nil {
+func (f *fakeRuntime) ListContainerStats(ctx context.Context, _ *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	if err := f.call(ctx, "ListContainerStats"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -186,8 +192,8 @@ func (f *fakeRuntime) ListContainerStats(context.Context, *runtimeapi.ContainerS
 	return append([]*runtimeapi.ContainerStats(nil), f.ctrStats...), nil
 }
 
-func (f *fakeRuntime) PodSandboxStatus(_ context.Context, id string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error) {
-	if err := f.call("PodSandboxStatus"); err != nil {
+func (f *fakeRuntime) PodSandboxStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error) {
+	if err := f.call(ctx, "PodSandboxStatus"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
