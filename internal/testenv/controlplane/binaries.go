@@ -14,6 +14,8 @@ import (
 const (
 	// EnvKubeAPIServer overrides where the kube-apiserver binary is found.
 	EnvKubeAPIServer = "MICROLET_KUBE_APISERVER"
+	// EnvKubectl overrides where the kubectl binary is found.
+	EnvKubectl = "MICROLET_KUBECTL"
 	// EnvEtcd overrides where the etcd binary is found (default: PATH).
 	EnvEtcd = "MICROLET_ETCD"
 	// EnvRequire turns a missing control plane from a skip into a failure;
@@ -29,7 +31,8 @@ const (
 const controlPlaneModule = "test/controlplane/go.mod"
 
 // ErrMissingBinary is wrapped by Start when etcd or kube-apiserver cannot be
-// found; Get turns it into a skip unless MICROLET_REQUIRE_CONTROLPLANE=1.
+// found, and by FindKubectl; Get and Kubectl turn it into a skip unless
+// MICROLET_REQUIRE_CONTROLPLANE=1.
 var ErrMissingBinary = errors.New("control-plane binary missing (install with: make test-deps)")
 
 // FindKubeAPIServer returns the kube-apiserver to run: $MICROLET_KUBE_APISERVER,
@@ -37,19 +40,34 @@ var ErrMissingBinary = errors.New("control-plane binary missing (install with: m
 // in test/controlplane/go.mod. It does not build: a build takes minutes and
 // belongs to `make test-deps`, not to a test.
 func FindKubeAPIServer() (string, error) {
-	if p := os.Getenv(EnvKubeAPIServer); p != "" {
-		return checkExecutable(p, EnvKubeAPIServer)
+	return findBuilt("kube-apiserver", EnvKubeAPIServer)
+}
+
+// FindKubectl returns the kubectl to drive the control plane with:
+// $MICROLET_KUBECTL, else the binary hack/build-kubectl.sh caches for the
+// version pinned in test/controlplane/go.mod (the same version as the
+// kube-apiserver). Like FindKubeAPIServer it never builds.
+func FindKubectl() (string, error) {
+	return findBuilt("kubectl", EnvKubectl)
+}
+
+// findBuilt locates a binary that hack/build-k8s.sh builds from the
+// test/controlplane module: the environment override, else the cache
+// entry <cache>/<name>/<version>/<name>.
+func findBuilt(name, env string) (string, error) {
+	if p := os.Getenv(env); p != "" {
+		return checkExecutable(p, env)
 	}
 	root, err := RepoRoot()
 	if err != nil {
-		return "", fmt.Errorf("%w: kube-apiserver: %v; or set %s", ErrMissingBinary, err, EnvKubeAPIServer)
+		return "", fmt.Errorf("%w: %s: %v; or set %s", ErrMissingBinary, name, err, env)
 	}
 	version, err := pinnedKubernetesVersion(filepath.Join(root, controlPlaneModule))
 	if err != nil {
 		return "", err
 	}
-	p := filepath.Join(cacheDir(), "kube-apiserver", version, "kube-apiserver")
-	return checkExecutable(p, "hack/build-kube-apiserver.sh cache")
+	p := filepath.Join(cacheDir(), name, version, name)
+	return checkExecutable(p, "hack/build-"+name+".sh cache")
 }
 
 // FindEtcd returns $MICROLET_ETCD, else etcd from PATH, else Debian's
@@ -83,7 +101,7 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// cacheDir mirrors hack/build-kube-apiserver.sh so both agree on one path.
+// cacheDir mirrors hack/build-k8s.sh so both agree on one path.
 func cacheDir() string {
 	if d := os.Getenv("MICROLET_CACHE_DIR"); d != "" {
 		return d

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -91,6 +92,12 @@ type Options struct {
 	// StartTimeout bounds each wait for etcd and the apiserver. Default 3
 	// minutes: eight agents share two cores here and CI is no faster.
 	StartTimeout time.Duration
+	// VerifyKubeletServingCerts makes the apiserver check nodes' serving
+	// certificates against the control plane's CA
+	// (--kubelet-certificate-authority); sign them with
+	// PKI.KubeletServingCert. Off by default, as in kubeadm: a node's API
+	// (nodeapi, the kubelet) serves a self-signed certificate unless given one.
+	VerifyKubeletServingCerts bool
 	// ExtraAPIServerArgs and ExtraEtcdArgs are appended to the processes'
 	// flags (a later flag wins), e.g. --max-requests-inflight for a load
 	// benchmark.
@@ -277,6 +284,22 @@ func (cp *ControlPlane) NodeKubeconfig(node string) string {
 		}
 	}
 	return p
+}
+
+// KubectlCommand returns a command running the kubectl binary at kubectl
+// (see FindKubectl, Kubectl) with args as the admin user: it starts with
+// --kubeconfig=AdminKubeconfig() and a discovery cache inside Dir, and
+// KUBERC=off, so nothing of the user's ~/.kube is read or written. A
+// --kubeconfig in args comes later and wins, e.g. NodeKubeconfig(n) to act
+// as a node.
+func (cp *ControlPlane) KubectlCommand(ctx context.Context, kubectl string, args ...string) *exec.Cmd {
+	full := append([]string{
+		"--kubeconfig=" + cp.AdminKubeconfig(),
+		"--cache-dir=" + filepath.Join(cp.dir, "kubectl-cache"),
+	}, args...)
+	cmd := exec.CommandContext(ctx, kubectl, full...)
+	cmd.Env = append(os.Environ(), "KUBERC=off")
+	return cmd
 }
 
 func (cp *ControlPlane) nodeCredential(node string) (credential, error) {
@@ -522,6 +545,7 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		"--allow-privileged=true",
 		"--profiling=false",
 	}
+	args = append(args, KubeletClientFlags(pki.Dir, cp.opts.VerifyKubeletServingCerts)...)
 	return append(args, cp.opts.ExtraAPIServerArgs...)
 }
 
@@ -545,9 +569,18 @@ func (cp *ControlPlane) ready(ctx context.Context) error {
 }
 
 // bootstrap adds what kube-controller-manager would, for the default
-// namespace, so pods can be created there without further setup.
+// namespace, so pods can be created there without further setup, and what
+// kubeadm would, the RBAC that lets nodes authorize the apiserver as a
+// kubelet API client.
 func (cp *ControlPlane) bootstrap(ctx context.Context) error {
-	return cp.EnsureNamespace(ctx, metav1.NamespaceDefault)
+	if err := cp.EnsureNamespace(ctx, metav1.NamespaceDefault); err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cp.AdminConfig())
+	if err != nil {
+		return err
+	}
+	return EnsureKubeletAPIAccess(ctx, cs)
 }
 
 // waitFor polls check until it succeeds, p exits, or the start timeout.

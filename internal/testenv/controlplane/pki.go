@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -47,7 +48,8 @@ type PKI struct {
 }
 
 // NewPKI creates a CA, a serving certificate valid for 127.0.0.1, localhost
-// and sans, and an ECDSA service-account key pair, all written to dir.
+// and sans, an ECDSA service-account key pair and the API server's kubelet
+// client credential (EnsureKubeletClientCert), all written to dir.
 func NewPKI(dir string, sans []string) (*PKI, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -102,10 +104,13 @@ func NewPKI(dir string, sans []string) (*PKI, error) {
 		return nil, err
 	}
 	saPub := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})
-	return p, writeFiles(dir, map[string][]byte{
+	if err := writeFiles(dir, map[string][]byte{
 		servingCertFile: certPEM, servingKeyFile: servKeyPEM,
 		saKeyFile: saPriv, saPubFile: saPub,
-	})
+	}); err != nil {
+		return nil, err
+	}
+	return p, p.EnsureKubeletClientCert()
 }
 
 // LoadPKI reads the CA that NewPKI wrote to dir, so credentials can be
@@ -156,6 +161,40 @@ func (p *PKI) NodeCert(node string) (certPEM, keyPEM []byte, err error) {
 		return nil, nil, errors.New("node certificate: empty node name")
 	}
 	return p.ClientCert("system:node:"+node, "system:nodes")
+}
+
+// EnsureKubeletClientCert writes the client credential the API server
+// presents to nodes' kubelet APIs (user KubeletClientUser in group
+// KubeletClientGroup) to KubeletClientCertFile and KubeletClientKeyFile in
+// Dir, unless both are there already: a credentials directory made before
+// they existed gains them, and a second call rotates nothing.
+func (p *PKI) EnsureKubeletClientCert() error {
+	_, certErr := os.Stat(p.path(KubeletClientCertFile))
+	_, keyErr := os.Stat(p.path(KubeletClientKeyFile))
+	if certErr == nil && keyErr == nil {
+		return nil
+	}
+	certPEM, keyPEM, err := p.ClientCert(KubeletClientUser, KubeletClientGroup)
+	if err != nil {
+		return err
+	}
+	return writeFiles(p.Dir, map[string][]byte{KubeletClientCertFile: certPEM, KubeletClientKeyFile: keyPEM})
+}
+
+// KubeletServingCert signs a serving certificate for node's kubelet API
+// (nodeapi), valid for hosts (IP addresses or DNS names) and the node
+// name, with the subject a kubelet's serving-certificate request carries
+// (system:node:<node> in system:nodes). A control plane started with
+// Options.VerifyKubeletServingCerts trusts it; by default the API server
+// does not check node serving certificates at all.
+func (p *PKI) KubeletServingCert(node string, hosts ...string) (certPEM, keyPEM []byte, err error) {
+	if node == "" {
+		return nil, nil, errors.New("kubelet serving certificate: empty node name")
+	}
+	if !slices.Contains(hosts, node) {
+		hosts = append(slices.Clone(hosts), node)
+	}
+	return p.sign("system:node:"+node, []string{"system:nodes"}, hosts, x509.ExtKeyUsageServerAuth)
 }
 
 func (p *PKI) sign(cn string, orgs, hosts []string, usage x509.ExtKeyUsage) ([]byte, []byte, error) {

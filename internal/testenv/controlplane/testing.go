@@ -67,3 +67,19 @@ func Get(t testing.TB) *ControlPlane {
 	}
 	return pkg.cp
 }
+
+// Kubectl returns the kubectl binary (FindKubectl). Like Get, it skips the
+// test when the binary is missing, or fails it when
+// MICROLET_REQUIRE_CONTROLPLANE=1; build it with make test-deps or
+// hack/build-kubectl.sh. Run it with ControlPlane.KubectlCommand.
+func Kubectl(t testing.TB) string {
+	t.Helper()
+	p, err := FindKubectl()
+	if err != nil {
+		if errors.Is(err, ErrMissingBinary) && os.Getenv(EnvRequire) != "1" {
+			t.Skipf("no kubectl: %v (set %s=1 to fail instead)", err, EnvRequire)
+		}
+		t.Fatalf("kubectl: %v\n(build it with: make test-deps)", err)
+	}
+	return p
+}
