@@ -106,7 +106,7 @@ func startMicrolet(t *testing.T, runDir string, args ...string) *running {
 	r := &running{runDir: runDir, stdout: &testenv.LockedBuffer{}, stderr: &testenv.LockedBuffer{}, done: make(chan struct{})}
 	// A manifest dir gives podconfig a source, as `make run` does; args may override it.
 	full := append([]string{"run", "--run-dir", runDir, "--data-dir", t.TempDir(), "--bin-dir", binDir,
-		"--node-name", "test-node", "--manifest-dir", t.TempDir()}, args...)
+		"--node-name", "test-node", "--manifest-dir", t.TempDir(), "--kubelet-port=0"}, args...)
 	r.cmd = exec.Command(filepath.Join(binDir, "microlet"), full...)
 	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
 	// If the test binary dies, microlet dies, and with it its children.

@@ -69,6 +69,7 @@ func TestKilledServiceIsRestarted(t *testing.T) {
 	cfg.BinDir = binDir
 	cfg.NodeName = "test-node"
 	cfg.ManifestDir = t.TempDir()
+	cfg.KubeletPort = 0 // parallel tests; the default 10250 may be taken
 	rec := &recorder{}
 	s, err := supervisor.New(cfg,
 		supervisor.WithEvents(rec.add),

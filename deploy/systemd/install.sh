@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
     *) echo "install.sh: unknown argument $1 (want --root DIR, --bin DIR)" >&2; exit 2 ;;
   esac
 done
-services="podconfig statusd cloudsyncd runtime-shim nodestatusd podsyncd"
+services="podconfig statusd cloudsyncd runtime-shim nodestatusd nodeapi podsyncd"
 for s in $services; do
   [ -x "$bin/$s" ] || { echo "install.sh: $bin/$s missing; run make build first" >&2; exit 1; }
 done

@@ -18,12 +18,19 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/testenv"
 )
 
 // services are the binaries the units start, in the order of components.All.
-var services = []string{"podconfig", "cloudsyncd", "runtime-shim", "statusd", "nodestatusd", "podsyncd"}
+var services = func() []string {
+	out := make([]string, 0, len(components.All))
+	for _, c := range components.All {
+		out = append(out, c.Name)
+	}
+	return out
+}()
 
 // binaries builds the real service binaries once per test run. Plain
 // `go build` flags, so the build cache other tests fill is reused.

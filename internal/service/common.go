@@ -33,6 +33,7 @@ type Common struct {
 	StatusdEndpoint     string `yaml:"statusd_endpoint" flag:"statusd-endpoint" usage:"statusd endpoint (default unix://<run-dir>/statusd.sock)"`
 	NodeStatusdEndpoint string `yaml:"nodestatusd_endpoint" flag:"nodestatusd-endpoint" usage:"nodestatusd endpoint (default unix://<run-dir>/nodestatusd.sock)"`
 	CloudSyncdEndpoint  string `yaml:"cloudsyncd_endpoint" flag:"cloudsyncd-endpoint" usage:"cloudsyncd endpoint (default unix://<run-dir>/cloudsyncd.sock)"`
+	NodeAPIEndpoint     string `yaml:"nodeapi_endpoint" flag:"nodeapi-endpoint" usage:"nodeapi endpoint (default unix://<run-dir>/nodeapi.sock)"`
 	RuntimeEndpoint     string `yaml:"runtime_endpoint" flag:"runtime-endpoint" usage:"CRI runtime endpoint (default unix://<run-dir>/runtime.sock, runtime-shim)"`
 	ImageEndpoint       string `yaml:"image_endpoint" flag:"image-endpoint" usage:"CRI image endpoint (default: the runtime endpoint)"`
 }
@@ -71,6 +72,8 @@ func (c *Common) Endpoint(name string) string {
 		set = c.CloudSyncdEndpoint
 	case components.RuntimeShim:
 		set = c.RuntimeEndpoint
+	case components.NodeAPI:
+		set = c.NodeAPIEndpoint
 	}
 	if set != "" {
 		if p, err := socket.PathFromEndpoint(set); err == nil {

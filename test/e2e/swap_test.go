@@ -202,7 +202,7 @@ func TestComponentSwaps(t *testing.T) {
 	}
 	testenv.StartProcess(t, "microlet run", filepath.Join(bin, "microlet"), "run", "--config", cfg, "--run-dir", runDir,
 		"--data-dir", filepath.Join(dir, "data"), "--bin-dir", bin, "--manifest-dir", manifests, "--node-name", node,
-		"--runtime-endpoint", "unix://"+criSock)
+		"--runtime-endpoint", "unix://"+criSock, "--kubelet-port=0")
 
 	sup := dial(t, filepath.Join(runDir, "microlet.sock"))
 	eventually(t, "every component SERVING", func() error {

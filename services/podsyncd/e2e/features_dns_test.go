@@ -45,7 +45,7 @@ func TestPodDNSAndEvents(t *testing.T) {
 
 	// All pods are created at once: a loaded Docker takes minutes per sandbox.
 	ndots, no := "2", false
-	none := s.pod("dns-none", corev1.RestartPolicyAlways, "sleep 3600")
+	none := s.Pod("dns-none", corev1.RestartPolicyAlways, "sleep 3600")
 	none.Spec.DNSPolicy = corev1.DNSNone
 	none.Spec.DNSConfig = &corev1.PodDNSConfig{
 		Nameservers: []string{"203.0.113.53"},
@@ -54,7 +54,7 @@ func TestPodDNSAndEvents(t *testing.T) {
 	}
 	none.Spec.EnableServiceLinks = &no
 
-	cluster := s.pod("dns-cluster", corev1.RestartPolicyAlways, "sleep 3600")
+	cluster := s.Pod("dns-cluster", corev1.RestartPolicyAlways, "sleep 3600")
 	cluster.Spec.DNSPolicy = corev1.DNSClusterFirst
 	cluster.Spec.Hostname, cluster.Spec.Subdomain = "web", "sub"
 	cluster.Spec.HostAliases = []corev1.HostAlias{
@@ -63,14 +63,14 @@ func TestPodDNSAndEvents(t *testing.T) {
 	}
 	cluster.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LINK_URL", Value: "http://$(LINKS_SVC_SERVICE_HOST):$(LINKS_SVC_SERVICE_PORT)"}}
 
-	live := s.pod("unhealthy", corev1.RestartPolicyAlways, "touch /tmp/healthy; sleep 5; rm /tmp/healthy; sleep 3600")
+	live := s.Pod("unhealthy", corev1.RestartPolicyAlways, "touch /tmp/healthy; sleep 5; rm /tmp/healthy; sleep 3600")
 	live.Spec.Containers[0].LivenessProbe = &corev1.Probe{
 		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/healthy"}}},
 		PeriodSeconds: 1, FailureThreshold: 2, TimeoutSeconds: 5,
 	}
 	created := map[string]*corev1.Pod{}
 	for _, p := range []*corev1.Pod{none, cluster, live} {
-		created[p.Name] = s.create(p)
+		created[p.Name] = s.Create(p)
 	}
 	running := func(p *corev1.Pod) bool {
 		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
@@ -78,7 +78,7 @@ func TestPodDNSAndEvents(t *testing.T) {
 
 	t.Run("dnsPolicy None: /etc/resolv.conf is the pod's dnsConfig alone", func(t *testing.T) {
 		s.t = t
-		p := s.waitPod("default", "dns-none", "running", running)
+		p := s.WaitPod("default", "dns-none", "running", running)
 		got := s.execIn(p, "main", "cat", "/etc/resolv.conf")
 		for _, want := range []string{"nameserver 203.0.113.53", "search my.search.example"} {
 			if !hasLine(got, want) {
@@ -99,7 +99,7 @@ func TestPodDNSAndEvents(t *testing.T) {
 
 	t.Run("dnsPolicy ClusterFirst: the node's cluster DNS and search path", func(t *testing.T) {
 		s.t = t
-		p := s.waitPod("default", "dns-cluster", "running", running)
+		p := s.WaitPod("default", "dns-cluster", "running", running)
 		got := s.execIn(p, "main", "cat", "/etc/resolv.conf")
 		if !hasLine(got, "nameserver "+e2eClusterDNS) || strings.Count(got, "nameserver") != 1 {
 			t.Errorf("resolv.conf nameservers, want only %s:\n%s", e2eClusterDNS, got)
@@ -115,7 +115,7 @@ func TestPodDNSAndEvents(t *testing.T) {
 
 	t.Run("hostAliases and the pod's FQDN in the managed /etc/hosts", func(t *testing.T) {
 		s.t = t
-		p := s.waitPod("default", "dns-cluster", "running with an IP", func(p *corev1.Pod) bool { return running(p) && p.Status.PodIP != "" })
+		p := s.WaitPod("default", "dns-cluster", "running with an IP", func(p *corev1.Pod) bool { return running(p) && p.Status.PodIP != "" })
 		got := s.execIn(p, "main", "cat", "/etc/hosts")
 		for _, want := range []string{
 			"# Kubernetes-managed hosts file.",
@@ -136,7 +136,7 @@ func TestPodDNSAndEvents(t *testing.T) {
 
 	t.Run("service links for the namespace's Service", func(t *testing.T) {
 		s.t = t
-		p := s.waitPod("default", "dns-cluster", "running", running)
+		p := s.WaitPod("default", "dns-cluster", "running", running)
 		env := envMap(s.execIn(p, "main", "env"))
 		ip := svc.Spec.ClusterIP
 		want := map[string]string{
@@ -162,7 +162,7 @@ func TestPodDNSAndEvents(t *testing.T) {
 
 	t.Run("a failing liveness probe gives Unhealthy and Killing events from the kubelet on this node", func(t *testing.T) {
 		s.t = t
-		s.waitPod("default", "unhealthy", "restarted", func(p *corev1.Pod) bool {
+		s.WaitPod("default", "unhealthy", "restarted", func(p *corev1.Pod) bool {
 			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
 		})
 		uid := created["unhealthy"].UID
@@ -174,7 +174,7 @@ func TestPodDNSAndEvents(t *testing.T) {
 			"Pulled":    fmt.Sprintf("Container image %q already present on machine", s.image),
 		}
 		var last string
-		s.eventually("pod events", 2*time.Minute, func() (bool, string) {
+		s.Eventually("pod events", 2*time.Minute, func() (bool, string) {
 			list, err := s.admin.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
 				FieldSelector: "involvedObject.name=unhealthy,involvedObject.uid=" + string(uid),
 			})

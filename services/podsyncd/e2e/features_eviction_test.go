@@ -26,17 +26,17 @@ func TestPodEmptyDirSizeLimit(t *testing.T) {
 
 	const fill = "dd if=/dev/zero of=/data/fill bs=1024 count=4096 && sync && sleep 3600"
 	withVolume := func(name string, limit *resource.Quantity) *corev1.Pod {
-		p := s.pod(name, corev1.RestartPolicyAlways, fill)
+		p := s.Pod(name, corev1.RestartPolicyAlways, fill)
 		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: limit}}}}
 		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 		return p
 	}
 	limit := resource.MustParse("1Mi")
-	s.create(withVolume("unlimited", nil))
-	s.create(withVolume("limited", &limit))
+	s.Create(withVolume("unlimited", nil))
+	s.Create(withVolume("limited", &limit))
 
-	got := s.waitPod("default", "limited", "evicted", func(p *corev1.Pod) bool {
+	got := s.WaitPod("default", "limited", "evicted", func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted"
 	})
 	wantMsg := `Usage of EmptyDir volume "data" exceeds the limit "1Mi". `
@@ -52,7 +52,7 @@ func TestPodEmptyDirSizeLimit(t *testing.T) {
 		}
 	}
 
-	s.eventually("Evicted event for default/limited", 2*time.Minute, func() (bool, string) {
+	s.Eventually("Evicted event for default/limited", 2*time.Minute, func() (bool, string) {
 		evs, err := s.admin.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
 			FieldSelector: fields.Set{"involvedObject.name": "limited", "reason": "Evicted"}.String(),
 		})
@@ -69,13 +69,13 @@ func TestPodEmptyDirSizeLimit(t *testing.T) {
 
 	// The other pod wrote the same 4 MiB without a limit: it keeps running,
 	// and the evicted one stays Failed (its restart policy does not apply).
-	other := s.waitPod("default", "unlimited", "running", func(p *corev1.Pod) bool {
+	other := s.WaitPod("default", "unlimited", "running", func(p *corev1.Pod) bool {
 		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
 	})
 	if other.Status.Phase != corev1.PodRunning {
 		t.Errorf("unlimited pod phase = %s, want Running", other.Status.Phase)
 	}
-	again, err := s.get("default", "limited")
+	again, err := s.Get("default", "limited")
 	if err != nil {
 		t.Fatal(err)
 	}

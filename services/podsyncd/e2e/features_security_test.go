@@ -40,7 +40,7 @@ func TestPodSecurity(t *testing.T) {
 		memVolume    = 16 << 20
 	)
 
-	burst := s.pod("secure", corev1.RestartPolicyAlways, "sleep 3600")
+	burst := s.Pod("secure", corev1.RestartPolicyAlways, "sleep 3600")
 	burst.Spec.SecurityContext = &corev1.PodSecurityContext{
 		RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](3000),
 		SupplementalGroups: []int64{4000}, FSGroup: ptr.To[int64](2000),
@@ -62,13 +62,13 @@ func TestPodSecurity(t *testing.T) {
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: *resource.NewQuantity(burstLimit, resource.BinarySI)},
 	}
 
-	guar := s.pod("guaranteed", corev1.RestartPolicyAlways, "sleep 3600")
+	guar := s.Pod("guaranteed", corev1.RestartPolicyAlways, "sleep 3600")
 	guar.Spec.Containers[0].Resources = corev1.ResourceRequirements{
 		Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: *resource.NewQuantity(guarMemory, resource.BinarySI)},
 	}
 	// Both start at once: each pod start can take minutes on a loaded engine.
-	s.create(burst)
-	s.create(guar)
+	s.Create(burst)
+	s.Create(guar)
 
 	running := func(p *corev1.Pod) bool {
 		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
@@ -76,7 +76,7 @@ func TestPodSecurity(t *testing.T) {
 
 	t.Run("user, groups, fsGroup-owned emptyDir, read-only root, no_new_privs", func(t *testing.T) {
 		s.t = t
-		p := s.waitPod("default", "secure", "running", running)
+		p := s.WaitPod("default", "secure", "running", running)
 		if p.Status.QOSClass != corev1.PodQOSBurstable {
 			t.Errorf("qosClass = %s, want Burstable", p.Status.QOSClass)
 		}
@@ -105,7 +105,7 @@ func TestPodSecurity(t *testing.T) {
 
 	t.Run("memory-medium emptyDir is a tmpfs of the sizeLimit", func(t *testing.T) {
 		s.t = t
-		p := s.waitPod("default", "secure", "running", running)
+		p := s.WaitPod("default", "secure", "running", running)
 		mounts := s.execIn(p, "main", "cat", "/proc/mounts")
 		var line string
 		for _, l := range strings.Split(mounts, "\n") {
@@ -123,7 +123,7 @@ func TestPodSecurity(t *testing.T) {
 
 	t.Run("memory and CPU limits and OOM score adjustment of a Burstable pod", func(t *testing.T) {
 		s.t = t
-		p := s.waitPod("default", "secure", "running", running)
+		p := s.WaitPod("default", "secure", "running", running)
 		if got := memoryLimitIn(s, p); got != burstLimit {
 			t.Errorf("memory limit inside = %d, want %d", got, burstLimit)
 		}
@@ -140,7 +140,7 @@ func TestPodSecurity(t *testing.T) {
 
 	t.Run("Guaranteed pod: QoS class, memory limit, OOM score adjustment", func(t *testing.T) {
 		s.t = t
-		p := s.waitPod("default", "guaranteed", "running", running)
+		p := s.WaitPod("default", "guaranteed", "running", running)
 		if p.Status.QOSClass != corev1.PodQOSGuaranteed {
 			t.Errorf("qosClass = %s, want Guaranteed", p.Status.QOSClass)
 		}
@@ -163,7 +163,7 @@ func TestPodSecurity(t *testing.T) {
 	s.deletePod("guaranteed")
 	// Removing the deleted pod (after its API object is gone) unmounts its
 	// memory-backed emptyDir.
-	s.eventually("the memory emptyDir unmounted", 3*time.Minute, func() (bool, string) {
+	s.Eventually("the memory emptyDir unmounted", 3*time.Minute, func() (bool, string) {
 		m := mountsUnder(dataDir)
 		return len(m) == 0, fmt.Sprintf("still mounted: %v", m)
 	})

@@ -29,7 +29,7 @@ func TestPodFeatures(t *testing.T) {
 
 	t.Run("httpGet readiness: Ready only once the server answers on the probed path", func(t *testing.T) {
 		s.t = t
-		p := s.pod("ready-web", corev1.RestartPolicyAlways, "")
+		p := s.Pod("ready-web", corev1.RestartPolicyAlways, "")
 		c := &p.Spec.Containers[0]
 		c.Image = webImage
 		// The page the readiness probe asks for appears only after a while.
@@ -47,15 +47,15 @@ func TestPodFeatures(t *testing.T) {
 			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(80)}},
 			PeriodSeconds: 2, FailureThreshold: 3,
 		}
-		s.create(p)
-		notReady := s.waitPod("default", "ready-web", "Running, started and not Ready", func(p *corev1.Pod) bool {
+		s.Create(p)
+		notReady := s.WaitPod("default", "ready-web", "Running, started and not Ready", func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1 &&
 				p.Status.ContainerStatuses[0].State.Running != nil && !p.Status.ContainerStatuses[0].Ready && !ready(p)
 		})
 		if cond := condition(notReady, corev1.PodReady); cond == nil || cond.Reason != "ContainersNotReady" {
 			t.Fatalf("Ready condition while the probe fails: %+v", cond)
 		}
-		got := s.waitPod("default", "ready-web", "Ready", func(p *corev1.Pod) bool {
+		got := s.WaitPod("default", "ready-web", "Ready", func(p *corev1.Pod) bool {
 			return ready(p) && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready
 		})
 		if n := got.Status.ContainerStatuses[0].RestartCount; n != 0 {
@@ -69,15 +69,15 @@ func TestPodFeatures(t *testing.T) {
 
 	t.Run("failing exec liveness probe restarts the container", func(t *testing.T) {
 		s.t = t
-		p := s.pod("live-exec", corev1.RestartPolicyAlways, "touch /tmp/healthy; sleep 8; rm /tmp/healthy; sleep 3600")
+		p := s.Pod("live-exec", corev1.RestartPolicyAlways, "touch /tmp/healthy; sleep 8; rm /tmp/healthy; sleep 3600")
 		p.Spec.Containers[0].LivenessProbe = &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/healthy"}}},
 			PeriodSeconds: 1, FailureThreshold: 2, TimeoutSeconds: 5,
 		}
 		grace := int64(2)
 		p.Spec.Containers[0].LivenessProbe.TerminationGracePeriodSeconds = &grace
-		s.create(p)
-		got := s.waitPod("default", "live-exec", "restarted after failing liveness", func(p *corev1.Pod) bool {
+		s.Create(p)
+		got := s.WaitPod("default", "live-exec", "restarted after failing liveness", func(p *corev1.Pod) bool {
 			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1 &&
 				p.Status.ContainerStatuses[0].LastTerminationState.Terminated != nil
 		})
@@ -98,7 +98,7 @@ func TestPodFeatures(t *testing.T) {
 			Data: map[string][]byte{"password": []byte("hunter2")}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		p := s.pod("env-pod", corev1.RestartPolicyAlways, "sleep 3600")
+		p := s.Pod("env-pod", corev1.RestartPolicyAlways, "sleep 3600")
 		p.Labels = map[string]string{"app": "envtest"}
 		c := &p.Spec.Containers[0]
 		c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
@@ -118,8 +118,8 @@ func TestPodFeatures(t *testing.T) {
 			{Name: "CPU_MILLIS", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "requests.cpu", Divisor: resource.MustParse("1m")}}},
 			{Name: "GREETING", Value: "$(COLOR)-$(CFG_size)"},
 		}
-		created := s.create(p)
-		got := s.waitPod("default", "env-pod", "Running", func(p *corev1.Pod) bool {
+		created := s.Create(p)
+		got := s.WaitPod("default", "env-pod", "Running", func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodRunning && ready(p) && p.Status.PodIP != ""
 		})
 		env := map[string]string{}
@@ -141,11 +141,11 @@ func TestPodFeatures(t *testing.T) {
 
 	t.Run("missing required configMap: CreateContainerConfigError, then starts once it exists", func(t *testing.T) {
 		s.t = t
-		p := s.pod("late-config", corev1.RestartPolicyAlways, "sleep 3600")
+		p := s.Pod("late-config", corev1.RestartPolicyAlways, "sleep 3600")
 		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LATE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "late-config"}, Key: "value"}}}}
-		s.create(p)
-		waiting := s.waitPod("default", "late-config", "waiting with CreateContainerConfigError", func(p *corev1.Pod) bool {
+		s.Create(p)
+		waiting := s.WaitPod("default", "late-config", "waiting with CreateContainerConfigError", func(p *corev1.Pod) bool {
 			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
 				p.Status.ContainerStatuses[0].State.Waiting.Reason == "CreateContainerConfigError"
 		})
@@ -159,7 +159,7 @@ func TestPodFeatures(t *testing.T) {
 			Data: map[string]string{"value": "arrived"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		got := s.waitPod("default", "late-config", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) })
+		got := s.WaitPod("default", "late-config", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) })
 		if out := s.execIn(got, "main", "sh", "-c", `echo "$LATE"`); out != "arrived\n" {
 			t.Fatalf("LATE = %q", out)
 		}
@@ -179,7 +179,7 @@ func TestPodFeatures(t *testing.T) {
 		}
 		mode := int32(0o400)
 		tokenSeconds := int64(3600)
-		p := s.pod("vol-pod", corev1.RestartPolicyAlways, "sleep 3600")
+		p := s.Pod("vol-pod", corev1.RestartPolicyAlways, "sleep 3600")
 		p.Labels = map[string]string{"tier": "backend"}
 		p.Spec.Volumes = []corev1.Volume{
 			{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "vol-config"},
@@ -203,8 +203,8 @@ func TestPodFeatures(t *testing.T) {
 			{Name: "scratch", MountPath: "/scratch"}, {Name: "proj", MountPath: "/var/run/proj"},
 			{Name: "cfg", MountPath: "/greeting-subpath", SubPath: "conf"},
 		}
-		s.create(p)
-		got := s.waitPod("default", "vol-pod", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) })
+		s.Create(p)
+		got := s.WaitPod("default", "vol-pod", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) })
 		for file, want := range map[string]string{
 			"/etc/cfg/conf/greeting.txt": "hello", "/etc/sec/token": "s3cret", "/etc/info/name": "vol-pod", "/etc/info/labels": `tier="backend"`,
 			"/var/run/proj/greeting": "hello", "/var/run/proj/namespace": "default", "/greeting-subpath/greeting.txt": "hello",
@@ -231,7 +231,7 @@ func TestPodFeatures(t *testing.T) {
 		if _, err := cms.Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		s.eventually("configMap update visible in the running container", 8*time.Minute, func() (bool, string) {
+		s.Eventually("configMap update visible in the running container", 8*time.Minute, func() (bool, string) {
 			out := s.execIn(got, "main", "cat", "/etc/cfg/conf/greeting.txt")
 			return out == "updated", out
 		})
@@ -241,10 +241,10 @@ func TestPodFeatures(t *testing.T) {
 	t.Run("runAsNonRoot with a root image is refused with upstream's message", func(t *testing.T) {
 		s.t = t
 		yes := true
-		p := s.pod("nonroot", corev1.RestartPolicyAlways, "sleep 3600")
+		p := s.Pod("nonroot", corev1.RestartPolicyAlways, "sleep 3600")
 		p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: &yes}
-		created := s.create(p)
-		got := s.waitPod("default", "nonroot", "refused with CreateContainerConfigError", func(p *corev1.Pod) bool {
+		created := s.Create(p)
+		got := s.WaitPod("default", "nonroot", "refused with CreateContainerConfigError", func(p *corev1.Pod) bool {
 			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
 				p.Status.ContainerStatuses[0].State.Waiting.Reason == "CreateContainerConfigError"
 		})
@@ -275,7 +275,7 @@ func (s *stack) deletePod(name string) {
 	if err := s.admin.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		s.t.Fatal(err)
 	}
-	s.waitGone("default", name)
+	s.WaitGone("default", name)
 }
 
 // execIn runs a command in a pod's running container through the stack's CRI

@@ -28,7 +28,7 @@ func TestPodSync(t *testing.T) {
 
 	t.Run("static pod runs, gets a Running mirror pod, and goes with its file", func(t *testing.T) {
 		s.t = t
-		p := s.pod("static-web", corev1.RestartPolicyAlways, "trap 'exit 0' TERM; while true; do sleep 1; done")
+		p := s.Pod("static-web", corev1.RestartPolicyAlways, "trap 'exit 0' TERM; while true; do sleep 1; done")
 		p.Spec.NodeName = ""
 		p.Namespace = ""
 		p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
@@ -41,7 +41,7 @@ func TestPodSync(t *testing.T) {
 			t.Fatal(err)
 		}
 		mirrorName := "static-web-" + s.node
-		mirror := s.waitPod("default", mirrorName, "Running and Ready", func(p *corev1.Pod) bool {
+		mirror := s.WaitPod("default", mirrorName, "Running and Ready", func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodRunning && ready(p)
 		})
 		if mirror.Annotations["kubernetes.io/config.mirror"] == "" {
@@ -54,8 +54,8 @@ func TestPodSync(t *testing.T) {
 		if err := os.Remove(file); err != nil {
 			t.Fatal(err)
 		}
-		s.waitGone("default", mirrorName)
-		s.eventually("static pod containers stopped", 2*time.Minute, func() (bool, string) {
+		s.WaitGone("default", mirrorName)
+		s.Eventually("static pod containers stopped", 2*time.Minute, func() (bool, string) {
 			n := s.dockerRunning(uid)
 			return n == 0, fmt.Sprintf("%d running", n)
 		})
@@ -63,12 +63,12 @@ func TestPodSync(t *testing.T) {
 
 	t.Run("API pod runs; deletion runs preStop, stops gracefully and removes the pod", func(t *testing.T) {
 		s.t = t
-		p := s.pod("api-pod", corev1.RestartPolicyAlways, "trap 'echo got-term; exit 0' TERM; echo started; while true; do sleep 1; done")
+		p := s.Pod("api-pod", corev1.RestartPolicyAlways, "trap 'echo got-term; exit 0' TERM; echo started; while true; do sleep 1; done")
 		p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
 			Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "echo prestop-ran > /proc/1/fd/1"}},
 		}}
-		created := s.create(p)
-		running := s.waitPod("default", "api-pod", "Running", func(p *corev1.Pod) bool {
+		created := s.Create(p)
+		running := s.WaitPod("default", "api-pod", "Running", func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodRunning && ready(p)
 		})
 		if running.Status.PodIP == "" || running.Status.StartTime == nil {
@@ -80,7 +80,7 @@ func TestPodSync(t *testing.T) {
 		if err := s.admin.CoreV1().Pods("default").Delete(context.Background(), "api-pod", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		s.waitGone("default", "api-pod")
+		s.WaitGone("default", "api-pod")
 		if n := s.dockerRunning(string(created.UID)); n != 0 {
 			t.Fatalf("%d containers still running after deletion", n)
 		}
@@ -98,9 +98,9 @@ func TestPodSync(t *testing.T) {
 
 	t.Run("a failing container restarts with growing backoff and shows CrashLoopBackOff", func(t *testing.T) {
 		s.t = t
-		s.create(s.pod("crasher", corev1.RestartPolicyAlways, "echo crashing; exit 3"))
+		s.Create(s.Pod("crasher", corev1.RestartPolicyAlways, "echo crashing; exit 3"))
 		sawCrashLoop := false
-		p := s.waitPod("default", "crasher", "restarted twice in CrashLoopBackOff", func(p *corev1.Pod) bool {
+		p := s.WaitPod("default", "crasher", "restarted twice in CrashLoopBackOff", func(p *corev1.Pod) bool {
 			if len(p.Status.ContainerStatuses) != 1 {
 				return false
 			}
@@ -122,8 +122,8 @@ func TestPodSync(t *testing.T) {
 
 	t.Run("restartPolicy Never leaves a failed container terminated and the pod Failed", func(t *testing.T) {
 		s.t = t
-		s.create(s.pod("never-fails", corev1.RestartPolicyNever, "exit 7"))
-		p := s.waitPod("default", "never-fails", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		s.Create(s.Pod("never-fails", corev1.RestartPolicyNever, "exit 7"))
+		p := s.WaitPod("default", "never-fails", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 		cs := p.Status.ContainerStatuses[0]
 		if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 7 || cs.RestartCount != 0 {
 			t.Fatalf("container status = %+v, want terminated with 7 and no restart", cs)
@@ -132,10 +132,10 @@ func TestPodSync(t *testing.T) {
 
 	t.Run("a pod whose containers all succeed ends Succeeded", func(t *testing.T) {
 		s.t = t
-		p := s.pod("all-ok", corev1.RestartPolicyOnFailure, "echo done")
+		p := s.Pod("all-ok", corev1.RestartPolicyOnFailure, "echo done")
 		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "second", Image: s.image, Command: []string{"/bin/sh", "-c", "sleep 1"}})
-		s.create(p)
-		got := s.waitPod("default", "all-ok", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+		s.Create(p)
+		got := s.WaitPod("default", "all-ok", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 		for _, cs := range got.Status.ContainerStatuses {
 			if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 || cs.State.Terminated.Reason != "Completed" {
 				t.Fatalf("container %s: %+v, want Completed", cs.Name, cs.State)
@@ -145,10 +145,10 @@ func TestPodSync(t *testing.T) {
 
 	t.Run("a pod asking for more CPU than the node has is rejected with OutOfcpu", func(t *testing.T) {
 		s.t = t
-		p := s.pod("too-big", corev1.RestartPolicyAlways, "sleep 3600")
+		p := s.Pod("too-big", corev1.RestartPolicyAlways, "sleep 3600")
 		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}
-		created := s.create(p)
-		got := s.waitPod("default", "too-big", "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		created := s.Create(p)
+		got := s.WaitPod("default", "too-big", "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 		if got.Status.Reason != "OutOfcpu" || !strings.HasPrefix(got.Status.Message, "Node didn't have enough resource: cpu, requested: 1000000") {
 			t.Fatalf("reason %q message %q, want OutOfcpu with upstream's message", got.Status.Reason, got.Status.Message)
 		}
@@ -159,20 +159,20 @@ func TestPodSync(t *testing.T) {
 
 	t.Run("podsyncd killed with SIGKILL adopts running containers without restarting them", func(t *testing.T) {
 		s.t = t
-		s.create(s.pod("survivor", corev1.RestartPolicyAlways, "trap 'exit 0' TERM; while true; do sleep 1; done"))
-		before := s.waitPod("default", "survivor", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) })
+		s.Create(s.Pod("survivor", corev1.RestartPolicyAlways, "trap 'exit 0' TERM; while true; do sleep 1; done"))
+		before := s.WaitPod("default", "survivor", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) })
 		id := before.Status.ContainerStatuses[0].ContainerID
 		pid := s.servicePID("podsyncd")
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		s.eventually("podsyncd restarted", 2*time.Minute, func() (bool, string) {
+		s.Eventually("podsyncd restarted", 2*time.Minute, func() (bool, string) {
 			np := s.servicePID("podsyncd")
 			return np != 0 && np != pid, "pid " + strconv.Itoa(np)
 		})
 		// Let the new podsyncd relist and resync the pod several times.
 		time.Sleep(12 * time.Second)
-		after, err := s.get("default", "survivor")
+		after, err := s.Get("default", "survivor")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -77,7 +77,7 @@ func (s *stack) startupBatch(b *testing.B, n int) string {
 		wg.Add(1)
 		go func(name string) {
 			defer wg.Done()
-			p := s.pod(name, corev1.RestartPolicyAlways, "trap 'exit 0' TERM; while true; do sleep 1; done")
+			p := s.Pod(name, corev1.RestartPolicyAlways, "trap 'exit 0' TERM; while true; do sleep 1; done")
 			start := time.Now()
 			created, err := s.admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 			if err != nil {
@@ -145,7 +145,7 @@ func (s *stack) startupBatch(b *testing.B, n int) string {
 		_ = s.admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	}
 	for _, name := range names {
-		s.waitGone(ns, name)
+		s.WaitGone(ns, name)
 	}
 	return row
 }
@@ -164,7 +164,7 @@ func pct(d []time.Duration, p int) string {
 
 // servicePIDs maps each service (and "microlet") to its pid.
 func (s *stack) servicePIDs() map[string]int {
-	out := map[string]int{"microlet": s.cmd.Process.Pid}
+	out := map[string]int{"microlet": s.PID()}
 	for _, c := range components.All {
 		out[c.Name] = s.servicePID(c.Name)
 	}

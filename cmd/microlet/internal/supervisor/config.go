@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,11 @@ type Config struct {
 	ManifestDir string `yaml:"manifest_dir" flag:"manifest-dir" usage:"directory of static pod manifests (handed to podconfig)"`
 	ManifestURL string `yaml:"manifest_url" flag:"manifest-url" usage:"URL of a static pod manifest or PodList (handed to podconfig)"`
 
+	// KubeletPort and ClientCAFile are nodeapi's port and client CA; the
+	// supervisor only passes them on.
+	KubeletPort  int    `yaml:"kubelet_port" flag:"kubelet-port" usage:"port of the kubelet API (handed to nodeapi; 0 picks a free one, which the Node advertises)"`
+	ClientCAFile string `yaml:"client_ca_file" flag:"client-ca-file" usage:"CA bundle of the kubelet API's x509 client authentication (handed to nodeapi)"`
+
 	BinDir string `yaml:"bin_dir" flag:"bin-dir" usage:"directory holding the service binaries (default: beside microlet, then $PATH)"`
 
 	StopTimeout         time.Duration `yaml:"stop_timeout" flag:"stop-timeout" usage:"how long each service may take to exit after SIGTERM before it is killed"`
@@ -41,6 +47,7 @@ type Config struct {
 func DefaultConfig() *Config {
 	return &Config{
 		Common:              service.DefaultCommon(),
+		KubeletPort:         10250,
 		StopTimeout:         15 * time.Second,
 		RestartBackoff:      500 * time.Millisecond,
 		RestartBackoffMax:   30 * time.Second,
@@ -77,6 +84,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s must be at least %s, got %s", d.key, d.min, d.v)
 		}
 	}
+	if c.KubeletPort < 0 || c.KubeletPort > 65535 {
+		return fmt.Errorf("kubelet_port %d is out of range 0-65535", c.KubeletPort)
+	}
 	for _, name := range components.All {
 		if err := socket.CheckPath(components.SocketPath(c.RunDir, name.Name)); err != nil {
 			return fmt.Errorf("run_dir: %w", err)
@@ -88,6 +98,7 @@ func (c *Config) Validate() error {
 		{"nodestatusd_endpoint", c.NodeStatusdEndpoint},
 		{"cloudsyncd_endpoint", c.CloudSyncdEndpoint},
 		{"runtime_endpoint", c.RuntimeEndpoint},
+		{"nodeapi_endpoint", c.NodeAPIEndpoint},
 		{"image_endpoint", c.ImageEndpoint},
 	} {
 		if ep.v == "" {
@@ -160,6 +171,7 @@ func (c *Config) ChildArgs(name string) []string {
 		"--nodestatusd-endpoint="+c.Endpoint(components.NodeStatusd),
 		"--cloudsyncd-endpoint="+c.Endpoint(components.CloudSyncd),
 		"--runtime-endpoint="+c.Endpoint(components.RuntimeShim),
+		"--nodeapi-endpoint="+c.Endpoint(components.NodeAPI),
 	)
 	if c.ImageEndpoint != "" {
 		args = append(args, "--image-endpoint="+c.ImageEndpoint)
@@ -170,6 +182,12 @@ func (c *Config) ChildArgs(name string) []string {
 		}
 		if c.ManifestURL != "" {
 			args = append(args, "--manifest-url="+c.ManifestURL)
+		}
+	}
+	if name == components.NodeAPI {
+		args = append(args, "--port="+strconv.Itoa(c.KubeletPort))
+		if c.ClientCAFile != "" {
+			args = append(args, "--client-ca-file="+c.ClientCAFile)
 		}
 	}
 	return append(args, c.Args[name]...)

@@ -55,7 +55,7 @@ type Config struct {
 	EvictionPressureTransitionPeriod time.Duration     `yaml:"eviction_pressure_transition_period" flag:"eviction-pressure-transition-period" usage:"how long a pressure condition holds after the signal clears"`
 	NodeFsPath                       string            `yaml:"nodefs_path" flag:"nodefs-path" usage:"filesystem measured for nodefs (ephemeral-storage)"`
 	ImageFsPath                      string            `yaml:"imagefs_path" flag:"imagefs-path" usage:"filesystem measured for imagefs (default: nodefs)"`
-	DaemonPort                       int32             `yaml:"daemon_port" flag:"daemon-port" usage:"kubelet endpoint port advertised in the status"`
+	DaemonPort                       int32             `yaml:"daemon_port" flag:"daemon-port" usage:"kubelet API port advertised in the status while nodeapi does not answer (when it does, the port it really serves)"`
 	KubeAPIQPS                       float32           `yaml:"kube_api_qps" flag:"kube-api-qps" usage:"QPS of the registration client (heartbeats are never throttled)"`
 	KubeAPIBurst                     int               `yaml:"kube_api_burst" flag:"kube-api-burst" usage:"burst of the registration client"`
 
@@ -263,6 +263,8 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	defer s.runtime.Close()
 	s.cloud = sources.NewCloud(env.Common.Endpoint(components.CloudSyncd), maxAge)
 	defer s.cloud.Close()
+	kubeletAPI := sources.NewNodeAPI(env.Common.Endpoint(components.NodeAPI), maxAge)
+	defer kubeletAPI.Close()
 	s.statsTTL = newStatsCache(h, s.cfg.NodeFsPath, s.cfg.ImageFsPath, time.Second)
 
 	in := s.inputs
@@ -271,6 +273,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	in.Runtime = s.runtime.Get
 	in.RuntimeEndpoint = s.runtime.Endpoint()
 	in.Cloud = s.cloud.Get
+	in.KubeletAPI = kubeletAPI.Get
 	in.Extra = s.extra
 	in.Machine = &setters.MachineCache{}
 

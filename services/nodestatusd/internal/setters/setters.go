@@ -70,8 +70,11 @@ type Inputs struct {
 	MaxPods int64
 	// MaxImages caps status.images; negative means no cap.
 	MaxImages int
-	// DaemonPort is the advertised kubelet endpoint port.
+	// DaemonPort is the advertised kubelet endpoint port while KubeletAPI
+	// has no answer.
 	DaemonPort int32
+	// KubeletAPI reads nodeapi's serving port; nil means none.
+	KubeletAPI func(ctx context.Context) sources.NodeAPIState
 	// Version is the agent's version, reported as kubeletVersion.
 	Version string
 	// Extra conditions reported by other components.
@@ -87,7 +90,7 @@ func Defaults(in *Inputs) []Setter {
 		NodeAddress(in),
 		MachineInfo(in),
 		NodeInfo(in),
-		DaemonEndpoints(in.DaemonPort),
+		DaemonEndpoints(in),
 		Images(in),
 		PressureConditions(in),
 		in.Extra.Setter(in.Now),
@@ -328,9 +331,19 @@ func NodeInfo(in *Inputs) Setter {
 	}
 }
 
-// DaemonEndpoints advertises the kubelet endpoint port.
-func DaemonEndpoints(port int32) Setter {
-	return func(_ context.Context, node *corev1.Node) error {
+// DaemonEndpoints advertises the kubelet endpoint port: the one nodeapi
+// really serves when it answers, else DaemonPort (the configured port, or the
+// last one nodeapi reported while it restarts).
+func DaemonEndpoints(in *Inputs) Setter {
+	return func(ctx context.Context, node *corev1.Node) error {
+		port := in.DaemonPort
+		if in.KubeletAPI != nil {
+			if st := in.KubeletAPI(ctx); st.Err == nil {
+				port = st.Port
+			} else if old := node.Status.DaemonEndpoints.KubeletEndpoint.Port; old != 0 {
+				port = old
+			}
+		}
 		node.Status.DaemonEndpoints = corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: port}}
 		return nil
 	}

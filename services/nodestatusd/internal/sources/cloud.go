@@ -30,22 +30,17 @@ type CloudState struct {
 // Cloud is a cached cloudsyncd client.
 type Cloud struct {
 	endpoint string
-	maxAge   time.Duration
-	now      func() time.Time
+	cache    ttlCache[CloudState]
 
 	dialOnce sync.Once
 	dialErr  error
 	cc       *grpc.ClientConn
 	client   cloudsyncv1.CloudSyncServiceClient
-
-	mu   sync.Mutex
-	last CloudState
-	at   time.Time
 }
 
 // NewCloud returns a cloudsyncd source.
 func NewCloud(endpoint string, maxAge time.Duration) *Cloud {
-	return &Cloud{endpoint: endpoint, maxAge: maxAge, now: time.Now}
+	return &Cloud{endpoint: endpoint, cache: ttlCache[CloudState]{maxAge: maxAge, now: time.Now}}
 }
 
 // Close releases the connection.
@@ -56,16 +51,7 @@ func (c *Cloud) Close() {
 }
 
 // Get returns a reading no older than maxAge.
-func (c *Cloud) Get(ctx context.Context) CloudState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.at.IsZero() && c.now().Sub(c.at) < c.maxAge {
-		return c.last
-	}
-	c.last = c.read(ctx)
-	c.at = c.now()
-	return c.last
-}
+func (c *Cloud) Get(ctx context.Context) CloudState { return c.cache.get(ctx, c.read) }
 
 func (c *Cloud) read(ctx context.Context) CloudState {
 	c.dialOnce.Do(func() {

@@ -1,0 +1,10 @@
+// Package node starts a whole microlet node for end-to-end tests: `microlet
+// run` with every service, connected to the test control plane as
+// system:node:<name>, Docker objects labelled with a per-test instance and
+// removed at the end, the kubelet API on a free loopback port, and waits
+// until the Node is Ready.
+//
+//	n := node.Start(t, node.Options{Args: map[string][]string{"podsyncd": {"--resync-period=5s"}}})
+//	p := n.Create(n.Pod("web", corev1.RestartPolicyAlways, "sleep 3600"))
+//	n.WaitPod(p.Namespace, p.Name, "ready", node.Ready)
+package node

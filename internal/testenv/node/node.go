@@ -1,0 +1,287 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/testenv"
+	"github.com/microlet/microlet/internal/testenv/controlplane"
+	"github.com/microlet/microlet/internal/testenv/registry"
+)
+
+// Options tune Start.
+type Options struct {
+	// Args are extra flags per service, after the defaults Start gives.
+	Args map[string][]string
+}
+
+// Node is one running microlet node.
+type Node struct {
+	T testing.TB
+	// Name is the node's name, "e2e-<random>".
+	Name string
+	// Dir holds run/, data/, manifests/ and logs/ (the pod log root).
+	Dir, RunDir, ManifestDir, LogDir string
+	// Instance labels the node's Docker objects.
+	Instance string
+	// CP is the control plane; Admin a system:masters client of it.
+	CP    *controlplane.ControlPlane
+	Admin kubernetes.Interface
+	// Image is a busybox image the node can pull.
+	Image string
+	// Bins is the directory of the built binaries.
+	Bins string
+	// Out collects microlet's output (every service's log).
+	Out *testenv.LockedBuffer
+
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Binaries builds microlet and every service once per test binary.
+func Binaries(t testing.TB) string {
+	t.Helper()
+	pkgs := []string{"github.com/microlet/microlet/cmd/microlet"}
+	for _, c := range components.All {
+		pkgs = append(pkgs, "github.com/microlet/microlet/services/"+c.Name)
+	}
+	return testenv.Build(t, nil, pkgs...)
+}
+
+// Start starts a node and waits until podsyncd serves and the Node is Ready.
+// Everything is stopped and removed when the test ends.
+func Start(t testing.TB, opts Options) *Node {
+	t.Helper()
+	cp := controlplane.Get(t)
+	bins := Binaries(t)
+	reg := registry.Start(t)
+	ctx := context.Background()
+	if err := cp.EnsureNamespace(ctx, metav1.NamespaceDefault); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := kubernetes.NewForConfig(cp.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("/tmp", "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{
+		T: t, Name: "e2e-" + rand.String(5), Dir: dir, RunDir: filepath.Join(dir, "run"), ManifestDir: filepath.Join(dir, "manifests"),
+		LogDir: filepath.Join(dir, "logs"), Instance: "e2e-" + rand.String(8), CP: cp, Admin: admin,
+		Image: reg.Image(registry.Busybox), Bins: bins, Out: &testenv.LockedBuffer{}, done: make(chan struct{}),
+	}
+	for _, d := range []string{n.RunDir, n.ManifestDir, n.LogDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := map[string][]string{
+		components.PodSyncd:    {"--pod-logs-dir=" + n.LogDir, "--crashloop-backoff-initial=2s", "--crashloop-backoff-max=20s", "--resync-period=5s"},
+		components.RuntimeShim: {"--docker-instance=" + n.Instance},
+		// Loopback, as the API server reaches the node at its InternalIP.
+		components.NodeStatusd: {"--node-ip=127.0.0.1"},
+		// A free port (the Node advertises the real one), and the cluster
+		// CA so the API server's kubelet client certificate authenticates.
+		components.NodeAPI: {"--address=127.0.0.1", "--port=0", "--client-ca-file=" + filepath.Join(cp.PKI().Dir, "ca.crt")},
+	}
+	for svc, extra := range opts.Args {
+		args[svc] = append(args[svc], extra...)
+	}
+	cfgPath := filepath.Join(dir, "microlet.yaml")
+	if err := os.WriteFile(cfgPath, []byte(argsYAML(args)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.cmd = exec.Command(filepath.Join(bins, "microlet"), "run", "--config", cfgPath,
+		"--run-dir", n.RunDir, "--data-dir", filepath.Join(dir, "data"), "--node-name", n.Name,
+		"--kubeconfig", cp.NodeKubeconfig(n.Name), "--manifest-dir", n.ManifestDir, "--bin-dir", bins)
+	n.cmd.Stdout, n.cmd.Stderr = n.Out, n.Out
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = n.cmd.Wait(); close(n.done) }()
+	t.Cleanup(n.stop)
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cc, err := grpcclient.Dial(components.Endpoint(n.RunDir, components.PodSyncd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if err := grpcclient.WaitServing(wctx, cc, ""); err != nil {
+		t.Fatalf("podsyncd never served: %v\n%s", err, n.Out.String())
+	}
+	n.WaitReady()
+	return n
+}
+
+// argsYAML renders the supervisor's per-service args, in a stable order.
+func argsYAML(args map[string][]string) string {
+	names := make([]string, 0, len(args))
+	for n := range args {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("args:\n")
+	for _, name := range names {
+		quoted := make([]string, 0, len(args[name]))
+		for _, a := range args[name] {
+			quoted = append(quoted, fmt.Sprintf("%q", a))
+		}
+		fmt.Fprintf(&b, "  %s: [%s]\n", name, strings.Join(quoted, ", "))
+	}
+	return b.String()
+}
+
+func (n *Node) stop() {
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.done:
+	case <-time.After(60 * time.Second):
+		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+		<-n.done
+	}
+	if n.T.Failed() {
+		out := n.Out.String()
+		if len(out) > 60000 {
+			out = out[len(out)-60000:]
+		}
+		n.T.Logf("microlet output (tail):\n%s", out)
+	}
+	RemoveDockerObjects(n.Instance)
+	_ = os.RemoveAll(n.Dir)
+}
+
+// RemoveDockerObjects deletes every container a shim labelled with instance.
+func RemoveDockerObjects(instance string) {
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=io.microlet.instance="+instance).Output()
+	if err != nil {
+		return
+	}
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		_ = exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
+	}
+}
+
+// WaitReady waits until the Node reports Ready.
+func (n *Node) WaitReady() {
+	n.T.Helper()
+	n.Eventually("node Ready", 3*time.Minute, func() (bool, string) {
+		node, err := n.Admin.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, c.Message
+			}
+		}
+		return false, "no Ready condition"
+	})
+}
+
+// Eventually polls cond until it holds (ok), failing the test after limit
+// with the last message.
+func (n *Node) Eventually(what string, limit time.Duration, cond func() (bool, string)) {
+	n.T.Helper()
+	testenv.Eventually(n.T, what, limit, func() error {
+		if ok, msg := cond(); !ok {
+			return errors.New(msg)
+		}
+		return nil
+	})
+}
+
+// Pod is a busybox pod bound to this node running script in container "main".
+func (n *Node) Pod(name string, policy corev1.RestartPolicy, script string) *corev1.Pod {
+	no := false
+	grace := int64(30)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+		Spec: corev1.PodSpec{
+			NodeName:                      n.Name,
+			RestartPolicy:                 policy,
+			AutomountServiceAccountToken:  &no,
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{{
+				Name: "main", Image: n.Image, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: []string{"/bin/sh", "-c", script},
+			}},
+		},
+	}
+}
+
+// Create creates p in the API server.
+func (n *Node) Create(p *corev1.Pod) *corev1.Pod {
+	n.T.Helper()
+	got, err := n.Admin.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
+	if err != nil {
+		n.T.Fatal(err)
+	}
+	return got
+}
+
+// Get reads a pod from the API server.
+func (n *Node) Get(ns, name string) (*corev1.Pod, error) {
+	return n.Admin.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+}
+
+// WaitPod waits until cond holds for the pod, and returns it.
+func (n *Node) WaitPod(ns, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
+	n.T.Helper()
+	var got *corev1.Pod
+	n.Eventually(fmt.Sprintf("pod %s/%s %s", ns, name, what), 8*time.Minute, func() (bool, string) {
+		p, err := n.Get(ns, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		got = p
+		return cond(p), fmt.Sprintf("phase=%s reason=%s containers=%+v", p.Status.Phase, p.Status.Reason, p.Status.ContainerStatuses)
+	})
+	return got
+}
+
+// WaitGone waits until the pod is deleted from the API server.
+func (n *Node) WaitGone(ns, name string) {
+	n.T.Helper()
+	n.Eventually(fmt.Sprintf("pod %s/%s deleted", ns, name), 8*time.Minute, func() (bool, string) {
+		_, err := n.Get(ns, name)
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		return false, fmt.Sprint(err)
+	})
+}
+
+// Ready reports whether the pod's Ready condition is True.
+func Ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// PID is the process ID of `microlet run`.
+func (n *Node) PID() int { return n.cmd.Process.Pid }
