@@ -10,13 +10,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +28,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/testenv/controlplane"
 	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
@@ -123,7 +127,8 @@ func (b *box) states() map[string]string {
 
 // TestComposeDevBox builds the images under a test tag, brings the dev box up
 // under its own project name, ports and node name, and checks:
-//   - the credentials step exited 0 and every other container is healthy
+//   - the credentials and bootstrap steps exited 0 (the apiserver's kubelet
+//     client may use nodes' API) and every other container is healthy
 //     (its healthcheck is `microlet health <service>` or a devbox probe);
 //   - once nodestatusd answers its real API (not Unimplemented): the Node is
 //     registered in the compose control plane and its Lease is renewed;
@@ -235,8 +240,10 @@ func TestComposeDevBox(t *testing.T) {
 	for {
 		var bad []string
 		states := b.states()
-		if st := states["credentials"]; st != "exited 0" {
-			bad = append(bad, "credentials: "+st)
+		for _, oneShot := range []string{"credentials", "bootstrap"} {
+			if st := states[oneShot]; st != "exited 0" {
+				bad = append(bad, oneShot+": "+st)
+			}
 		}
 		for _, svc := range want {
 			if svc == "podsyncd" && !runtimeReal {
@@ -277,6 +284,14 @@ func TestComposeDevBox(t *testing.T) {
 	defer cancel()
 	if _, err := cs.Discovery().ServerVersion(); err != nil {
 		t.Fatalf("the compose apiserver does not answer: %v", err)
+	}
+	// The bootstrap step let the apiserver's kubelet client into nodes' API.
+	sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: controlplane.KubeletClientUser, Groups: []string{controlplane.KubeletClientGroup},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Resource: "nodes", Subresource: "proxy", Name: node},
+	}}, metav1.CreateOptions{})
+	if err != nil || !sar.Status.Allowed {
+		t.Errorf("the kubelet client may not use %s's kubelet API: %v %+v", node, err, sar)
 	}
 
 	nodeReal := answers("nodestatusd", func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -386,6 +401,47 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() error) 
 		case <-ctx.Done():
 			t.Fatalf("%s: not within the deadline: %v", what, last)
 		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// TestComposeKubeletFlags keeps the compose apiserver a kubelet API client
+// exactly like the test control plane (no Docker needed): the same
+// controlplane.KubeletClientFlags over the creds volume, no serving-CA
+// check, and the bootstrap step ahead of the node services.
+func TestComposeKubeletFlags(t *testing.T) {
+	data, err := os.ReadFile("docker-compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Services map[string]struct {
+			Command   []string `yaml:"command"`
+			DependsOn map[string]struct {
+				Condition string `yaml:"condition"`
+			} `yaml:"depends_on"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	api := file.Services["kube-apiserver"].Command
+	for _, flag := range controlplane.KubeletClientFlags("/creds", false) {
+		if !slices.Contains(api, flag) {
+			t.Errorf("kube-apiserver lacks %s", flag)
+		}
+	}
+	for _, flag := range api {
+		if strings.HasPrefix(flag, "--kubelet-certificate-authority") {
+			t.Errorf("kube-apiserver has %s: nodes serve self-signed certificates by default", flag)
+		}
+	}
+	if cmd := file.Services["bootstrap"].Command; len(cmd) == 0 || cmd[0] != "bootstrap" {
+		t.Errorf("bootstrap service command %v", cmd)
+	}
+	for _, svc := range []string{"podconfig", "cloudsyncd", "runtime-shim"} {
+		if c := file.Services[svc].DependsOn["bootstrap"].Condition; c != "service_completed_successfully" {
+			t.Errorf("%s does not wait for the bootstrap step (condition %q)", svc, c)
 		}
 	}
 }

@@ -2,14 +2,19 @@
 // kube-apiserver built by hack/build-kube-apiserver.sh) in the foreground
 // for people: point kubectl and `microlet run --kubeconfig` at it.
 //
-//	devcontrolplane [run] [-dir D] [-node N] [-port P] [-bind-address A] [-san S,...]
+//	devcontrolplane [run] [-dir D] [-node N] [-port P] [-bind-address A] [-san S,...] [-verify-kubelet-certs]
 //	devcontrolplane export -dir D -server URL -node N -out FILE
+//	devcontrolplane serving-cert -dir D -node N -hosts H,... -cert FILE -key FILE
 //
 // run (the default) starts etcd and the apiserver with their state in D,
 // writes the admin and node kubeconfigs there, prints them with usage hints
-// and stops everything on Ctrl-C. export signs a node credential with the
-// CA of a control plane running from D and writes a kubeconfig for it that
-// uses another server address, e.g. the one containers see.
+// (kubectl: the one hack/build-kubectl.sh caches, when built) and stops
+// everything on Ctrl-C. The apiserver reaches nodes' kubelet API (nodeapi)
+// as a client of its own (controlplane.KubeletClientFlags). export signs a
+// node credential with the CA of a control plane running from D and writes
+// a kubeconfig for it that uses another server address, e.g. the one
+// containers see. serving-cert signs a kubelet serving certificate with
+// that CA, which a control plane run with -verify-kubelet-certs trusts.
 package main
 
 import (
@@ -39,8 +44,10 @@ func main() {
 		err = run(args, os.Stdout)
 	case "export":
 		err = export(args, os.Stdout)
+	case "serving-cert":
+		err = servingCert(args, os.Stdout)
 	default:
-		err = fmt.Errorf("unknown mode %q (want run or export)", mode)
+		err = fmt.Errorf("unknown mode %q (want run, export or serving-cert)", mode)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devcontrolplane:", err)
@@ -55,6 +62,7 @@ func run(args []string, out io.Writer) error {
 	port := fs.Int("port", 0, "apiserver port (0 picks a free one)")
 	bind := fs.String("bind-address", "127.0.0.1", "apiserver bind address (0.0.0.0 lets containers reach it)")
 	sans := fs.String("san", "", "extra host names or IPs, comma-separated, for the serving certificate")
+	verify := fs.Bool("verify-kubelet-certs", false, "check nodes' serving certificates against the CA (--kubelet-certificate-authority); sign them with the serving-cert mode")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,6 +80,7 @@ func run(args []string, out io.Writer) error {
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		Dir: *dir, BindAddress: *bind, APIServerPort: *port,
 		ExtraSANs: splitList(*sans), NodeTokens: nodes,
+		VerifyKubeletServingCerts: *verify,
 	})
 	if err != nil {
 		return err
@@ -90,7 +99,20 @@ func run(args []string, out io.Writer) error {
 		tok, _ := cp.NodeToken(n)
 		fmt.Fprintf(out, "node %s kubeconfig: %s  (static token: %s)\n", n, cp.NodeKubeconfig(n), tok)
 	}
-	fmt.Fprintf(out, "\n  kubectl --kubeconfig %s get nodes\n", admin)
+	kubectl, kubectlErr := controlplane.FindKubectl()
+	if kubectlErr != nil {
+		kubectl = "kubectl"
+		fmt.Fprintf(out, "kubectl:           not built (%v); hack/build-kubectl.sh builds the control plane's release\n", kubectlErr)
+	} else {
+		fmt.Fprintf(out, "kubectl:           %s\n", kubectl)
+	}
+	verified := "self-signed serving certificates accepted"
+	if *verify {
+		verified = "serving certificates checked against " + filepath.Join(*dir, "pki", "ca.crt")
+	}
+	fmt.Fprintf(out, "kubelet API:       the apiserver dials nodes at %s as %s (group %s, bound to %s); %s\n",
+		controlplane.KubeletPreferredAddressTypes, controlplane.KubeletClientUser, controlplane.KubeletClientGroup, controlplane.KubeletAPIAdminRole, verified)
+	fmt.Fprintf(out, "\n  %s --kubeconfig %s get nodes\n", kubectl, admin)
 	for _, n := range nodes {
 		fmt.Fprintf(out, "  microlet run --kubeconfig %s --node-name %s\n", cp.NodeKubeconfig(n), n)
 	}
@@ -125,6 +147,40 @@ func export(args []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(out, *outPath)
+	return nil
+}
+
+func servingCert(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("serving-cert", flag.ContinueOnError)
+	dir := fs.String("dir", defaultDir, "state directory of a running `devcontrolplane run`")
+	node := fs.String("node", "", "node name (the certificate is valid for it too)")
+	hosts := fs.String("hosts", "127.0.0.1", "IP addresses and DNS names, comma-separated, the apiserver dials the node at")
+	certPath := fs.String("cert", "", "certificate file to write")
+	keyPath := fs.String("key", "", "key file to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case *node == "":
+		return errors.New("-node is required")
+	case *certPath == "" || *keyPath == "":
+		return errors.New("-cert and -key are required")
+	}
+	pki, err := controlplane.LoadPKI(filepath.Join(*dir, "pki"))
+	if err != nil {
+		return fmt.Errorf("-dir %s: no running dev control plane's CA: %w", *dir, err)
+	}
+	certPEM, keyPEM, err := pki.KubeletServingCert(*node, splitList(*hosts)...)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(*keyPath, keyPEM, 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(*certPath, certPEM, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, *certPath, *keyPath)
 	return nil
 }
 

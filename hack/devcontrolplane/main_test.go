@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"os"
 	"os/exec"
@@ -123,9 +125,18 @@ func TestRunExportInterrupt(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, printed.String())
 		}
 	}
+	if !strings.Contains(printed.String(), "as "+controlplane.KubeletClientUser) {
+		t.Errorf("output does not say how the apiserver reaches nodes:\n%s", printed.String())
+	}
+	if kubectl, err := controlplane.FindKubectl(); err == nil && !strings.Contains(printed.String(), kubectl+" --kubeconfig "+adminPath) {
+		t.Errorf("output does not name the built kubectl %s:\n%s", kubectl, printed.String())
+	}
 	admin := clientFor(t, adminPath)
 	if got := whoami(ctx, t, admin); got != controlplane.AdminUser {
 		t.Errorf("admin kubeconfig is %q", got)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Get(ctx, controlplane.KubeletAPIAdminBinding, metav1.GetOptions{}); err != nil {
+		t.Errorf("kubelet API binding: %v", err)
 	}
 	node := clientFor(t, nodePath)
 	if _, err := node.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dev-1"}}, metav1.CreateOptions{}); err != nil {
@@ -158,6 +169,27 @@ func TestRunExportInterrupt(t *testing.T) {
 	}
 	if got := whoami(ctx, t, clientFor(t, exported)); got != "system:node:dev-3" {
 		t.Errorf("exported kubeconfig is %q", got)
+	}
+
+	// serving-cert, against the running instance's CA.
+	certPath, keyPath := filepath.Join(base, "node.crt"), filepath.Join(base, "node.key")
+	if err := servingCert([]string{"-dir", state, "-node", "dev-1", "-hosts", "127.0.0.1,dev-1.example", "-cert", certPath, "-key", keyPath}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	for _, h := range []string{"127.0.0.1", "dev-1", "dev-1.example"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: h}); err != nil {
+			t.Errorf("serving-cert not valid for %s: %v", h, err)
+		}
 	}
 
 	children := processesUsing(state)
@@ -205,6 +237,23 @@ func TestExportErrors(t *testing.T) {
 		err := export(tc.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("export %v: got %v, want an error about %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestServingCertErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-cert", "c", "-key", "k"}, "-node"},
+		{[]string{"-node", "n", "-key", "k"}, "-cert"},
+		{[]string{"-dir", dir, "-node", "n", "-cert", filepath.Join(dir, "c"), "-key", filepath.Join(dir, "k")}, "CA"},
+	} {
+		err := servingCert(tc.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("serving-cert %v: got %v, want an error about %s", tc.args, err, tc.want)
 		}
 	}
 }

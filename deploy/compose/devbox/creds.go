@@ -43,6 +43,11 @@ func writeCredentials(dir, node, server string) error {
 	if err != nil {
 		return err
 	}
+	// The apiserver's client credential for nodes' kubelet API
+	// (--kubelet-client-certificate); a volume from before it existed gains it.
+	if err := pki.EnsureKubeletClientCert(); err != nil {
+		return err
+	}
 	if !exists(filepath.Join(dir, adminCert)) {
 		c, k, err := pki.ClientCert("microlet-admin", "system:masters")
 		if err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/microlet/microlet/internal/testenv/controlplane"
 )
 
 func TestWriteCredentials(t *testing.T) {
@@ -49,6 +51,18 @@ func TestWriteCredentials(t *testing.T) {
 	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		t.Fatalf("node certificate does not chain to the CA: %v", err)
 	}
+	// The apiserver's kubelet client credential, named in the compose file.
+	kc, err := tls.LoadX509KeyPair(filepath.Join(dir, controlplane.KubeletClientCertFile), filepath.Join(dir, controlplane.KubeletClientKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcert, _ := x509.ParseCertificate(kc.Certificate[0])
+	if kcert.Subject.CommonName != controlplane.KubeletClientUser {
+		t.Fatalf("kubelet client certificate %v", kcert.Subject)
+	}
+	if _, err := kcert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Fatalf("kubelet client certificate does not chain to the CA: %v", err)
+	}
 	serving, err := tls.LoadX509KeyPair(filepath.Join(dir, servingCert), filepath.Join(dir, servingKey))
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +79,10 @@ func TestWriteCredentials(t *testing.T) {
 	}
 	ca2, _ := os.ReadFile(filepath.Join(dir, caCert))
 	tok2, _ := os.ReadFile(filepath.Join(dir, nodeToken))
+	kc2, _ := os.ReadFile(filepath.Join(dir, controlplane.KubeletClientCertFile))
+	if string(kc2) != string(pemOf(kc.Certificate[0])) {
+		t.Fatal("a second init rotated the kubelet client certificate")
+	}
 	if string(ca) != string(ca2) || string(tok) != string(tok2) {
 		t.Fatal("a second init rotated the CA or the node token")
 	}
@@ -79,4 +97,8 @@ func TestWriteCredentials(t *testing.T) {
 	if want := "system:node:node-b"; !strings.Contains(string(csv), want) {
 		t.Fatalf("tokens.csv %q lacks %s", csv, want)
 	}
+}
+
+func pemOf(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

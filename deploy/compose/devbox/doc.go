@@ -7,8 +7,14 @@
 //	    admin (system:masters) and the node (system:node:NAME in
 //	    system:nodes, what the Node authorizer and NodeRestriction expect).
 //	    Existing credentials are kept, so `compose up` twice rotates nothing.
+//	    It also writes the apiserver's client credential for nodes' kubelet
+//	    API (kubelet-client.crt, CN kube-apiserver-kubelet-client).
 //	devbox probe URL [--ca F --cert F --key F]
 //	    exit 0 when URL answers 200: the etcd and kube-apiserver healthchecks.
+//	devbox bootstrap --kubeconfig /creds/admin.kubeconfig
+//	    one-shot step once the apiserver is healthy: binds the kubelet
+//	    client's group to system:kubelet-api-admin, so nodes' kubelet API
+//	    (nodeapi) lets `kubectl logs/exec` through.
 //	devbox cat FILE
 //	    print a file of the credentials dir (e.g. the admin kubeconfig).
 package main

@@ -13,6 +13,11 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/microlet/microlet/internal/testenv/controlplane"
 )
 
 func main() {
@@ -25,6 +30,8 @@ func main() {
 		err = runInit(os.Args[2:])
 	case "probe":
 		err = runProbe(os.Args[2:])
+	case "bootstrap":
+		err = runBootstrap(os.Args[2:])
 	case "cat":
 		err = runCat(os.Args[2:])
 	default:
@@ -43,7 +50,7 @@ func main() {
 type usageError struct{ error }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: devbox init --dir DIR --node NAME --server URL | probe URL [--ca F --cert F --key F] | cat FILE [--dir DIR]")
+	fmt.Fprintln(os.Stderr, "usage: devbox init --dir DIR --node NAME --server URL | probe URL [--ca F --cert F --key F] | bootstrap --kubeconfig F | cat FILE [--dir DIR]")
 	os.Exit(2)
 }
 
@@ -124,6 +131,42 @@ func runProbe(args []string) error {
 		return fmt.Errorf("%s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
 	}
 	return nil
+}
+
+// runBootstrap creates, once the apiserver answers, what the cluster needs
+// beyond what the apiserver makes itself: the RBAC that lets nodes
+// authorize the apiserver's kubelet client (as the test control plane's
+// bootstrap does). Errors are retried until --timeout: RBAC can lag
+// /readyz by a moment.
+func runBootstrap(args []string) error {
+	fs := flag.NewFlagSet("bootstrap", flag.ContinueOnError)
+	kubeconfig := fs.String("kubeconfig", "/creds/admin.kubeconfig", "admin kubeconfig")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	for {
+		err = controlplane.EnsureKubeletAPIAccess(ctx, cs)
+		if err == nil {
+			fmt.Printf("devbox: %s binds group %s to %s\n", controlplane.KubeletAPIAdminBinding, controlplane.KubeletClientGroup, controlplane.KubeletAPIAdminRole)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func runCat(args []string) error {
