@@ -154,7 +154,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		log.Warn("container logs: read failed while streaming", "err", err)
 		_, _ = io.WriteString(w, err.Error())
 	default:
-		refuse(http.StatusBadRequest, err.Error(), err)
+		refuse(http.StatusBadRequest, err.Error(), nil)
 	}
 }
 
