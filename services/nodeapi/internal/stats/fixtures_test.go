@@ -126,6 +126,8 @@ type fakeRuntime struct {
 	info       map[string]map[string]string // verbose status info by sandbox
 	errs       map[string]error             // by method name
 	calls      map[string]int
+	// statsGate, when set, holds ListPodSandboxStats until it is closed.
+	statsGate chan struct{}
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -177,6 +179,12 @@ func (f *fakeRuntime) ListContainers(ctx context.Context, _ *runtimeapi.Containe
 func (f *fakeRuntime) ListPodSandboxStats(ctx context.Context, _ *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
 	if err := f.call(ctx, "ListPodSandboxStats"); err != nil {
 		return nil, err
+	}
+	f.mu.Lock()
+	gate := f.statsGate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

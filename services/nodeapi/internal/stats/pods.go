@@ -40,43 +40,96 @@ type scrape struct {
 	fsByMount map[string]*fsInfo
 }
 
-// podStats lists the pods' stats from the CRI: sandboxes, containers and
-// their stats, listed together.
-func (p *Provider) podStats(ctx context.Context, only bool, now time.Time, rootFs fsInfo) ([]statsv1alpha1.PodStats, error) {
+// criView is what one round of CRI calls says: the sandboxes, the
+// containers and their stats.
+type criView struct {
+	sandboxes  []*runtimeapi.PodSandbox
+	containers []*runtimeapi.Container
+	// sbStats are the runtime's pod sandbox stats, or, for a runtime
+	// without them, its container stats grouped by sandbox.
+	sbStats []*runtimeapi.PodSandboxStats
+}
+
+// criRound is one round of CRI calls in flight, shared by every scrape
+// that starts while it runs.
+type criRound struct {
+	done    chan struct{}
+	view    criView
+	err     error
+	callers int // scrapes that joined, under roundMu
+}
+
+// criSnapshot returns the runtime's current view. A runtime's stats can
+// be slow (runtime-shim asks Docker container by container), so scrapes
+// that overlap (metrics-server, Prometheus and a /stats/summary client at
+// once) share one round instead of each making its own. The round runs
+// to completion for the others if its first caller gives up; each caller
+// still returns when its own context ends.
+func (p *Provider) criSnapshot(ctx context.Context) (criView, error) {
+	p.roundMu.Lock()
+	r := p.round
+	if r == nil {
+		r = &criRound{done: make(chan struct{})}
+		p.round = r
+		go func() {
+			r.view, r.err = p.fetchCRI(context.WithoutCancel(ctx))
+			p.roundMu.Lock()
+			p.round = nil
+			p.roundMu.Unlock()
+			close(r.done)
+		}()
+	}
+	r.callers++
+	p.roundMu.Unlock()
+	select {
+	case <-r.done:
+		return r.view, r.err
+	case <-ctx.Done():
+		return criView{}, ctx.Err()
+	}
+}
+
+// fetchCRI lists sandboxes, containers and the pod sandbox stats
+// together; for a runtime without ListPodSandboxStats it falls back to
+// ListContainerStats, as the kubelet does.
+func (p *Provider) fetchCRI(ctx context.Context) (criView, error) {
 	var (
 		wg                     sync.WaitGroup
-		sandboxes              []*runtimeapi.PodSandbox
-		containers             []*runtimeapi.Container
-		sbStats                []*runtimeapi.PodSandboxStats
+		v                      criView
 		sbErr, ctrErr, statErr error
 	)
-	wg.Go(func() { sandboxes, sbErr = p.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{}) })
-	wg.Go(func() { containers, ctrErr = p.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{}) })
-	wg.Go(func() { sbStats, statErr = p.rt.ListPodSandboxStats(ctx, &runtimeapi.PodSandboxStatsFilter{}) })
+	wg.Go(func() { v.sandboxes, sbErr = p.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{}) })
+	wg.Go(func() { v.containers, ctrErr = p.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{}) })
+	wg.Go(func() { v.sbStats, statErr = p.rt.ListPodSandboxStats(ctx, &runtimeapi.PodSandboxStatsFilter{}) })
 	wg.Wait()
 	switch {
 	case sbErr != nil:
-		return nil, fmt.Errorf("failed to list all pod sandboxes: %w", sbErr)
+		return v, fmt.Errorf("failed to list all pod sandboxes: %w", sbErr)
 	case ctrErr != nil:
-		return nil, fmt.Errorf("failed to list all containers: %w", ctrErr)
-	}
-	sbMap := keepSandboxes(sandboxes)
-	ctrMap := keepContainers(containers)
-	if status.Code(statErr) == codes.Unimplemented {
-		// A runtime without pod sandbox stats: group its container stats
-		// by sandbox; pod CPU and memory are then the containers' sums.
+		return v, fmt.Errorf("failed to list all containers: %w", ctrErr)
+	case status.Code(statErr) == codes.Unimplemented:
 		cs, err := p.rt.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
 		if err != nil {
-			return nil, fmt.Errorf("failed to list all container stats: %w", err)
+			return v, fmt.Errorf("failed to list all container stats: %w", err)
 		}
-		sbStats = groupContainerStats(cs, ctrMap)
-	} else if statErr != nil {
-		return nil, statErr
+		v.sbStats = groupContainerStats(cs, v.containers)
+	case statErr != nil:
+		return v, statErr
 	}
+	return v, nil
+}
 
+// podStats builds the pods' stats from the runtime's view.
+func (p *Provider) podStats(ctx context.Context, only bool, now time.Time, rootFs fsInfo) ([]statsv1alpha1.PodStats, error) {
+	v, err := p.criSnapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sbMap := keepSandboxes(v.sandboxes)
+	ctrMap := keepContainers(v.containers)
 	s := &scrape{p: p, ctx: ctx, only: only, now: now, rootFs: rootFs, fsByMount: map[string]*fsInfo{}}
-	out := make([]statsv1alpha1.PodStats, 0, len(sbStats))
-	for _, st := range sbStats {
+	out := make([]statsv1alpha1.PodStats, 0, len(v.sbStats))
+	for _, st := range v.sbStats {
 		if st == nil || st.GetAttributes() == nil {
 			p.log.Debug("skipping pod sandbox stats without attributes")
 			continue
@@ -158,7 +211,13 @@ func keepContainers(all []*runtimeapi.Container) map[string]*runtimeapi.Containe
 
 // groupContainerStats builds per-sandbox stats holding only containers,
 // from ListContainerStats, for runtimes without ListPodSandboxStats.
-func groupContainerStats(cs []*runtimeapi.ContainerStats, ctrMap map[string]*runtimeapi.Container) []*runtimeapi.PodSandboxStats {
+func groupContainerStats(cs []*runtimeapi.ContainerStats, containers []*runtimeapi.Container) []*runtimeapi.PodSandboxStats {
+	ctrMap := make(map[string]*runtimeapi.Container, len(containers))
+	for _, c := range containers {
+		if c != nil {
+			ctrMap[c.Id] = c
+		}
+	}
 	bySandbox := map[string]*runtimeapi.PodSandboxStats{}
 	var order []string
 	for _, st := range cs {

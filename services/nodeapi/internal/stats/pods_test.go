@@ -2,6 +2,7 @@ package stats
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -445,4 +446,64 @@ func TestSandboxPIDFromInfo(t *testing.T) {
 			t.Errorf("%v: %d, want %d", tc.info, got, tc.want)
 		}
 	}
+}
+
+// TestOverlappingScrapesShareCRICalls: scrapes that overlap share one
+// round of CRI calls, and one that gives up leaves it to the others.
+func TestOverlappingScrapesShareCRICalls(t *testing.T) {
+	w := newPodWorld(t)
+	gate := make(chan struct{})
+	w.rt.mu.Lock()
+	w.rt.statsGate = gate
+	w.rt.mu.Unlock()
+
+	quitter, quit := context.WithCancel(context.Background())
+	type result struct {
+		s   *statsv1alpha1.Summary
+		err error
+	}
+	results := make(chan result, 3)
+	go func() { s, err := w.p.Summary(quitter, true); results <- result{s, err} }()
+	testenvEventually(t, func() bool { return w.rt.count("ListPodSandboxStats") == 1 })
+	go func() { s, err := w.p.Summary(context.Background(), true); results <- result{s, err} }()
+	go func() { s, err := w.p.Summary(context.Background(), false); results <- result{s, err} }()
+	quit()
+	if r := <-results; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("the cancelled scrape returned %v", r.err)
+	}
+	// The others wait for the same round, whose first caller is gone.
+	testenvEventually(t, func() bool {
+		w.p.roundMu.Lock()
+		defer w.p.roundMu.Unlock()
+		return w.p.round != nil && w.p.round.callers == 3
+	})
+	close(gate)
+	for range 2 {
+		r := <-results
+		if r.err != nil || findPod(r.s, "default", "web") == nil {
+			t.Fatalf("scrape: %v", r.err)
+		}
+	}
+	if n := w.rt.count("ListPodSandboxStats"); n != 1 {
+		t.Errorf("ListPodSandboxStats called %d times for three overlapping scrapes", n)
+	}
+	// A later scrape makes a new round.
+	if _, err := w.p.Summary(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.rt.count("ListPodSandboxStats"); n != 2 {
+		t.Errorf("ListPodSandboxStats called %d times, want 2", n)
+	}
+}
+
+// testenvEventually polls cond; the package's tests otherwise never wait.
+func testenvEventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	for range 5000 {
+		if cond() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("condition never held")
 }

@@ -63,6 +63,9 @@ type Provider struct {
 
 	bootMu sync.Mutex
 	boot   time.Time
+
+	roundMu sync.Mutex
+	round   *criRound // CRI calls in flight
 }
 
 // Option changes a setting of the Provider.
@@ -158,6 +161,9 @@ func New(rt criapi.RuntimeService, img criapi.ImageManagerService, opts ...Optio
 func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsv1alpha1.Summary, error) {
 	if p.rt == nil || p.img == nil {
 		return nil, errors.New("stats: no CRI runtime or image service")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	now := p.clock.Now()
 	var rootFs fsInfo
