@@ -23,7 +23,12 @@ func TestSummaryHandler(t *testing.T) {
 	srv := httptest.NewServer(SummaryHandler(w.p))
 	defer srv.Close()
 
-	get := func(t *testing.T, req *http.Request) (*http.Response, []byte) {
+	// answer is a response read whole.
+	type answer struct {
+		StatusCode int
+		Header     http.Header
+	}
+	get := func(t *testing.T, req *http.Request) (answer, []byte) {
 		t.Helper()
 		resp, err := srv.Client().Do(req)
 		if err != nil {
@@ -34,7 +39,7 @@ func TestSummaryHandler(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp, b
+		return answer{resp.StatusCode, resp.Header}, b
 	}
 	summary := func(t *testing.T, req *http.Request) statsv1alpha1.Summary {
 		t.Helper()
@@ -90,7 +95,8 @@ func TestSummaryHandler(t *testing.T) {
 	}
 }
 
-func scrapeMetrics(t *testing.T, h http.Handler) (*http.Response, string) {
+// scrapeMetrics scrapes h once: the status, the content type, the body.
+func scrapeMetrics(t *testing.T, h http.Handler) (int, string, string) {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -103,7 +109,7 @@ func scrapeMetrics(t *testing.T, h http.Handler) (*http.Response, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, string(b)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
 }
 
 func TestResourceMetricsHandler(t *testing.T) {
@@ -111,9 +117,9 @@ func TestResourceMetricsHandler(t *testing.T) {
 	// Swap stats for the sidecar, to see the limit computed.
 	w.rt.sbStats[0].Linux.Containers[2].Swap = &runtimeapi.SwapUsage{Timestamp: t0.UnixNano(), SwapUsageBytes: u64(1000), SwapAvailableBytes: u64(9000)}
 	h := ResourceMetricsHandler(w.p)
-	resp, text := scrapeMetrics(t, h)
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
-		t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	code, ctype, text := scrapeMetrics(t, h)
+	if code != http.StatusOK || !strings.HasPrefix(ctype, "text/plain") {
+		t.Fatalf("%d %s", code, ctype)
 	}
 	mf := parseMetrics(t, strings.NewReader(text))
 	ms := t0.UnixMilli()
@@ -188,9 +194,9 @@ func TestResourceMetricsHandler(t *testing.T) {
 
 	// A failed summary is resource_scrape_error 1 and nothing else.
 	w.rt.setErr("ListContainers", status.Error(codes.Unavailable, "runtime down"))
-	resp, text = scrapeMetrics(t, h)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%d", resp.StatusCode)
+	code, _, text = scrapeMetrics(t, h)
+	if code != http.StatusOK {
+		t.Fatalf("%d", code)
 	}
 	mf = parseMetrics(t, strings.NewReader(text))
 	if m := sample(mf, "resource_scrape_error", nil); m == nil || metricValue(m) != 1 || len(mf) != 1 {
@@ -203,7 +209,7 @@ func TestResourceMetricsHandler(t *testing.T) {
 func TestResourceMetricsBadLabel(t *testing.T) {
 	w := newPodWorld(t)
 	w.rt.sbStats[0].Linux.Containers[2].Attributes.Metadata.Name = "side\xff"
-	_, text := scrapeMetrics(t, ResourceMetricsHandler(w.p))
+	_, _, text := scrapeMetrics(t, ResourceMetricsHandler(w.p))
 	mf := parseMetrics(t, strings.NewReader(text))
 	if m := sample(mf, "resource_scrape_error", nil); m == nil || metricValue(m) != 0 {
 		t.Fatalf("scrape error:\n%s", text)
