@@ -223,37 +223,25 @@ func clientcmdServer(t *testing.T, kubeconfig string) string {
 	return cfg.Host
 }
 
-func TestExportErrors(t *testing.T) {
+func TestModeErrors(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
+		mode string
+		run  func([]string, io.Writer) error
 		args []string
 		want string
 	}{
-		{[]string{"-node", "n", "-out", "x"}, "-server"},
-		{[]string{"-server", "https://h:1", "-out", "x"}, "-node"},
-		{[]string{"-server", "https://h:1", "-node", "n"}, "-out"},
-		{[]string{"-dir", dir, "-server", "https://h:1", "-node", "n", "-out", filepath.Join(dir, "k")}, "CA"},
+		{"export", export, []string{"-node", "n", "-out", "x"}, "-server"},
+		{"export", export, []string{"-server", "https://h:1", "-out", "x"}, "-node"},
+		{"export", export, []string{"-server", "https://h:1", "-node", "n"}, "-out"},
+		{"export", export, []string{"-dir", dir, "-server", "https://h:1", "-node", "n", "-out", filepath.Join(dir, "k")}, "CA"},
+		{"serving-cert", servingCert, []string{"-cert", "c", "-key", "k"}, "-node"},
+		{"serving-cert", servingCert, []string{"-node", "n", "-key", "k"}, "-cert"},
+		{"serving-cert", servingCert, []string{"-dir", dir, "-node", "n", "-cert", filepath.Join(dir, "c"), "-key", filepath.Join(dir, "k")}, "CA"},
 	} {
-		err := export(tc.args, io.Discard)
+		err := tc.run(tc.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("export %v: got %v, want an error about %s", tc.args, err, tc.want)
-		}
-	}
-}
-
-func TestServingCertErrors(t *testing.T) {
-	dir := t.TempDir()
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"-cert", "c", "-key", "k"}, "-node"},
-		{[]string{"-node", "n", "-key", "k"}, "-cert"},
-		{[]string{"-dir", dir, "-node", "n", "-cert", filepath.Join(dir, "c"), "-key", filepath.Join(dir, "k")}, "CA"},
-	} {
-		err := servingCert(tc.args, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("serving-cert %v: got %v, want an error about %s", tc.args, err, tc.want)
+			t.Errorf("%s %v: got %v, want an error about %s", tc.mode, tc.args, err, tc.want)
 		}
 	}
 }

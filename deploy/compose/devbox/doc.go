@@ -12,9 +12,11 @@
 //	devbox probe URL [--ca F --cert F --key F]
 //	    exit 0 when URL answers 200: the etcd and kube-apiserver healthchecks.
 //	devbox bootstrap --kubeconfig /creds/admin.kubeconfig
-//	    one-shot step once the apiserver is healthy: binds the kubelet
-//	    client's group to system:kubelet-api-admin, so nodes' kubelet API
-//	    (nodeapi) lets `kubectl logs/exec` through.
+//	    one-shot step once the apiserver is healthy, what the test control
+//	    plane's start does too: the default namespace's ServiceAccount and
+//	    kube-root-ca.crt (no controller-manager runs), and the binding of
+//	    the kubelet client's group to system:kubelet-api-admin, so nodes'
+//	    kubelet API (nodeapi) lets `kubectl logs/exec` through.
 //	devbox cat FILE
 //	    print a file of the credentials dir (e.g. the admin kubeconfig).
 package main

@@ -133,11 +133,12 @@ func runProbe(args []string) error {
 	return nil
 }
 
-// runBootstrap creates, once the apiserver answers, what the cluster needs
-// beyond what the apiserver makes itself: the RBAC that lets nodes
-// authorize the apiserver's kubelet client (as the test control plane's
-// bootstrap does). Errors are retried until --timeout: RBAC can lag
-// /readyz by a moment.
+// runBootstrap creates, once the apiserver answers, what the test control
+// plane's start creates beyond the apiserver's own objects
+// (controlplane.Bootstrap): the default namespace's ServiceAccount and
+// kube-root-ca.crt, which no controller-manager makes here, and the RBAC
+// that lets nodes authorize the apiserver's kubelet client. Errors are
+// retried until --timeout: the apiserver's own bootstrap can lag /readyz.
 func runBootstrap(args []string) error {
 	fs := flag.NewFlagSet("bootstrap", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "/creds/admin.kubeconfig", "admin kubeconfig")
@@ -156,9 +157,10 @@ func runBootstrap(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	for {
-		err = controlplane.EnsureKubeletAPIAccess(ctx, cs)
+		err = controlplane.Bootstrap(ctx, cs, cfg.CAData)
 		if err == nil {
-			fmt.Printf("devbox: %s binds group %s to %s\n", controlplane.KubeletAPIAdminBinding, controlplane.KubeletClientGroup, controlplane.KubeletAPIAdminRole)
+			fmt.Printf("devbox: default ServiceAccount and %s in place; %s binds group %s to %s\n",
+				controlplane.RootCAConfigMap, controlplane.KubeletAPIAdminBinding, controlplane.KubeletClientGroup, controlplane.KubeletAPIAdminRole)
 			return nil
 		}
 		select {

@@ -568,16 +568,22 @@ func (cp *ControlPlane) ready(ctx context.Context) error {
 	return nil
 }
 
-// bootstrap adds what kube-controller-manager would, for the default
-// namespace, so pods can be created there without further setup, and what
-// kubeadm would, the RBAC that lets nodes authorize the apiserver as a
-// kubelet API client.
 func (cp *ControlPlane) bootstrap(ctx context.Context) error {
-	if err := cp.EnsureNamespace(ctx, metav1.NamespaceDefault); err != nil {
-		return err
-	}
 	cs, err := kubernetes.NewForConfig(cp.AdminConfig())
 	if err != nil {
+		return err
+	}
+	return Bootstrap(ctx, cs, cp.pki.CACertPEM)
+}
+
+// Bootstrap adds to a fresh cluster what kube-controller-manager would for
+// the default namespace (EnsureNamespace: its ServiceAccount and the
+// kube-root-ca.crt ConfigMap with caPEM), so pods can be created there,
+// and what kubeadm would for nodes (EnsureKubeletAPIAccess). Start runs it
+// with the admin credentials; the compose dev box's bootstrap step too. It
+// is idempotent.
+func Bootstrap(ctx context.Context, cs kubernetes.Interface, caPEM []byte) error {
+	if err := ensureNamespace(ctx, cs, metav1.NamespaceDefault, caPEM); err != nil {
 		return err
 	}
 	return EnsureKubeletAPIAccess(ctx, cs)

@@ -134,6 +134,16 @@ func registerKubeletNode(ctx context.Context, t *testing.T, admin kubernetes.Int
 	}
 }
 
+// fakeKubeletNode starts a fake kubelet on ip (see startFakeKubelet) and
+// registers a Node named after prefix for it.
+func fakeKubeletNode(ctx context.Context, t *testing.T, admin kubernetes.Interface, prefix, ip string, cert *tls.Certificate) (string, *fakeKubelet) {
+	t.Helper()
+	kubelet := startFakeKubelet(t, ip, cert)
+	node := unique(prefix)
+	registerKubeletNode(ctx, t, admin, node, ip, kubelet.port())
+	return node, kubelet
+}
+
 // podOnNode creates a pod with container "c" bound to node in the default
 // namespace and returns its name; `kubectl logs` of it goes to the node.
 func podOnNode(ctx context.Context, t *testing.T, admin kubernetes.Interface, node string) string {
@@ -170,9 +180,7 @@ func TestAPIServerPresentsKubeletClientCert(t *testing.T) {
 	cp := Get(t)
 	ctx := testContext(t)
 	admin := newClient(t, cp, "")
-	kubelet := startFakeKubelet(t, "127.0.0.1", nil)
-	node := unique("logs-node")
-	registerKubeletNode(ctx, t, admin, node, "127.0.0.1", kubelet.port())
+	node, kubelet := fakeKubeletNode(ctx, t, admin, "logs-node", "127.0.0.1", nil)
 	pod := podOnNode(ctx, t, admin, node)
 
 	body, err := podLogs(ctx, admin, pod)
@@ -194,9 +202,7 @@ func TestNodeProxy(t *testing.T) {
 	ctx := testContext(t)
 	admin := newClient(t, cp, "")
 
-	loopback := startFakeKubelet(t, "127.0.0.1", nil)
-	refused := unique("loopback-node")
-	registerKubeletNode(ctx, t, admin, refused, "127.0.0.1", loopback.port())
+	refused, loopback := fakeKubeletNode(ctx, t, admin, "loopback-node", "127.0.0.1", nil)
 	if body, err := nodeProxyHealthz(ctx, admin, refused); !apierrors.IsBadRequest(err) || !strings.Contains(body, "address not allowed") {
 		t.Errorf("nodes/proxy to 127.0.0.1: %q, %v; want 400 address not allowed", body, err)
 	}
@@ -205,9 +211,7 @@ func TestNodeProxy(t *testing.T) {
 	}
 
 	hostIP := testenv.HostIP(t)
-	kubelet := startFakeKubelet(t, hostIP, nil)
-	node := unique("proxied-node")
-	registerKubeletNode(ctx, t, admin, node, hostIP, kubelet.port())
+	node, kubelet := fakeKubeletNode(ctx, t, admin, "proxied-node", hostIP, nil)
 	body, err := nodeProxyHealthz(ctx, admin, node)
 	if err != nil || body != "ok" {
 		t.Fatalf("GET nodes/%s/proxy/healthz at %s: %q, %v", node, hostIP, body, err)
@@ -318,10 +322,8 @@ func TestKubectl(t *testing.T) {
 		t.Errorf("kubectl auth can-i create nodes/proxy as the kubelet client: %q", out)
 	}
 	// kubectl logs, through the apiserver, to a node at 127.0.0.1.
-	kubelet := startFakeKubelet(t, "127.0.0.1", nil)
-	node := unique("kubectl-node")
 	admin := newClient(t, cp, "")
-	registerKubeletNode(ctx, t, admin, node, "127.0.0.1", kubelet.port())
+	node, kubelet := fakeKubeletNode(ctx, t, admin, "kubectl-node", "127.0.0.1", nil)
 	pod := podOnNode(ctx, t, admin, node)
 	if out := run("logs", pod, "-c", "c"); out != fakeLog {
 		t.Errorf("kubectl logs: %q, want %q", out, fakeLog)
@@ -351,8 +353,8 @@ func TestVerifiedKubeletServingCerts(t *testing.T) {
 	})
 	admin := newClient(t, cp, "")
 
-	trusted := unique("trusted-node")
-	certPEM, keyPEM, err := cp.PKI().KubeletServingCert(trusted, "127.0.0.1")
+	// The apiserver dials 127.0.0.1 and checks that name only.
+	certPEM, keyPEM, err := cp.PKI().KubeletServingCert("trusted-node", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,17 +362,14 @@ func TestVerifiedKubeletServingCerts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := startFakeKubelet(t, "127.0.0.1", &cert)
-	registerKubeletNode(ctx, t, admin, trusted, "127.0.0.1", good.port())
+	trusted, good := fakeKubeletNode(ctx, t, admin, "trusted-node", "127.0.0.1", &cert)
 	pod := podOnNode(ctx, t, admin, trusted)
 	if body, err := podLogs(ctx, admin, pod); err != nil || body != fakeLog {
 		t.Fatalf("node with a CA-signed serving certificate: %q, %v", body, err)
 	}
 	checkKubeletClient(t, cp, good, "/containerLogs/default/"+pod+"/c")
 
-	selfSigned := unique("self-signed-node")
-	bad := startFakeKubelet(t, "127.0.0.1", nil)
-	registerKubeletNode(ctx, t, admin, selfSigned, "127.0.0.1", bad.port())
+	selfSigned, bad := fakeKubeletNode(ctx, t, admin, "self-signed-node", "127.0.0.1", nil)
 	pod = podOnNode(ctx, t, admin, selfSigned)
 	body, err := podLogs(ctx, admin, pod)
 	if err == nil {
