@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -423,6 +424,9 @@ func (s *scrape) podLogDir(ref statsv1alpha1.PodReference) string {
 // containerLogs is the usage of the container's log files, in the nodefs
 // frame; nil when its log directory cannot be read.
 func (s *scrape) containerLogs(ref statsv1alpha1.PodReference, name string) *statsv1alpha1.FsStats {
+	if !pathSafe(ref.Namespace) || !pathSafe(ref.Name) || !pathSafe(ref.UID) || !pathSafe(name) {
+		return nil
+	}
 	dir := filepath.Join(s.podLogDir(ref), name)
 	u, err := filesUsage(dir)
 	if err != nil {
@@ -543,6 +547,13 @@ func (s *scrape) storage(ps *statsv1alpha1.PodStats) {
 			addUsage(&eph.InodesUsed, c.Logs.InodesUsed)
 		}
 	}
+	if !pathSafe(ps.PodRef.UID) {
+		// The UID names directories below; one that is not a plain name
+		// would point elsewhere.
+		s.p.log.Warn("pod UID is not a plain name; volumes not measured", "pod", ps.PodRef.Namespace+"/"+ps.PodRef.Name, "uid", ps.PodRef.UID)
+		ps.EphemeralStorage = eph
+		return
+	}
 	podDir := filepath.Join(s.p.podsDir, ps.PodRef.UID)
 	vols, err := podVolumes(podDir)
 	if err != nil {
@@ -565,10 +576,13 @@ func (s *scrape) storage(ps *statsv1alpha1.PodStats) {
 	}
 	ps.VolumeStats = append(ephemeral, other...)
 	// Files at the top of the pod's log dir, and its etc-hosts.
-	if u, err := filesUsage(s.podLogDir(ps.PodRef)); err == nil {
-		addUsage(&eph.UsedBytes, &u.bytes)
-		addUsage(&eph.InodesUsed, &u.inodes)
+	if pathSafe(ps.PodRef.Namespace) && pathSafe(ps.PodRef.Name) {
+		if u, err := filesUsage(s.podLogDir(ps.PodRef)); err == nil {
+			addUsage(&eph.UsedBytes, &u.bytes)
+			addUsage(&eph.InodesUsed, &u.inodes)
+		}
 	}
+
 	if u, at, err := s.p.du.get(filepath.Join(podDir, etcHostsFile), s.now); err == nil {
 		eph.Time = later(eph.Time, metav1.NewTime(at))
 		addUsage(&eph.UsedBytes, &u.bytes)
@@ -647,4 +661,11 @@ func criNetwork(n *runtimeapi.NetworkUsage, now time.Time) *statsv1alpha1.Networ
 		out.Interfaces = append(out.Interfaces, criInterface(i))
 	}
 	return out
+}
+
+// pathSafe says whether a name from the runtime can be one element of a
+// path: not empty, not . or .., no separator. The API server validates
+// pod names and UIDs, but the CRI is another process's word.
+func pathSafe(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }

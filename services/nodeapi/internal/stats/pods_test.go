@@ -507,3 +507,29 @@ func testenvEventually(t *testing.T, cond func() bool) {
 	}
 	t.Fatal("condition never held")
 }
+
+// TestUnsafeNamesFromRuntime: names from the runtime that would leave the
+// pod's directories are not used as paths.
+func TestUnsafeNamesFromRuntime(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{{"u1", true}, {"a.b-c_d", true}, {"", false}, {".", false}, {"..", false}, {"../x", false}, {"a/b", false}, {"a\x00", false}} {
+		if got := pathSafe(tc.name); got != tc.ok {
+			t.Errorf("pathSafe(%q) = %v", tc.name, got)
+		}
+	}
+	w := newPodWorld(t)
+	// A pod dir outside the pods dir, which must not be measured.
+	w.writeFile(filepath.Join(filepath.Dir(w.podsDir), "volumes", pluginEmptyDir, "x", "f"), 4096)
+	w.rt.sandboxes[1].Metadata.Uid = ".."
+	s, err := w.p.Summary(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := findPod(s, "default", "web")
+	if web == nil || web.VolumeStats != nil || web.Containers[0].Logs != nil {
+		t.Fatalf("web %+v", web)
+	}
+	checkU64(t, "ephemeral used", web.EphemeralStorage.UsedBytes, 4096)
+}

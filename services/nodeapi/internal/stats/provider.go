@@ -103,12 +103,24 @@ func WithCgroupRoot(dir string) Option { return func(p *Provider) { p.cgroupRoot
 func WithVolumeStatsPeriod(d time.Duration) Option { return func(p *Provider) { p.volPeriod = d } }
 
 // WithLogger sets the logger for data skipped as bad (default
-// slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(p *Provider) { p.log = l } }
+// slog.Default(); nil keeps it).
+func WithLogger(l *slog.Logger) Option {
+	return func(p *Provider) {
+		if l != nil {
+			p.log = l
+		}
+	}
+}
 
 // WithClock sets the clock that times node samples and expires cached
-// samples (default the real clock).
-func WithClock(c clock.PassiveClock) Option { return func(p *Provider) { p.clock = c } }
+// samples (default the real clock; nil keeps it).
+func WithClock(c clock.PassiveClock) Option {
+	return func(p *Provider) {
+		if c != nil {
+			p.clock = c
+		}
+	}
+}
 
 // New returns a Provider reading pods and containers through rt and the
 // image filesystem through img, which are typically what
