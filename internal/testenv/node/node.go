@@ -24,6 +24,7 @@ import (
 	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	"github.com/microlet/microlet/internal/testenv/registry"
+	nodeapiv1 "github.com/microlet/microlet/proto/microlet/nodeapi/v1"
 )
 
 // Options tune Start.
@@ -131,7 +132,35 @@ func Start(t testing.TB, opts Options) *Node {
 		t.Fatalf("podsyncd never served: %v\n%s", err, n.Out.String())
 	}
 	n.WaitReady()
+	n.waitKubeletPort()
 	return n
+}
+
+// waitKubeletPort waits until the Node advertises the port nodeapi really
+// serves: the API server reaches the kubelet API there (logs, exec, ...).
+// nodestatusd learns it on its first sync after nodeapi listens.
+func (n *Node) waitKubeletPort() {
+	n.T.Helper()
+	cc, err := grpcclient.Dial(components.Endpoint(n.RunDir, components.NodeAPI))
+	if err != nil {
+		n.T.Fatal(err)
+	}
+	defer cc.Close()
+	api := nodeapiv1.NewNodeAPIServiceClient(cc)
+	n.Eventually("the Node advertises nodeapi's port", 2*time.Minute, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		info, err := api.GetServingInfo(ctx, &nodeapiv1.GetServingInfoRequest{})
+		if err != nil {
+			return false, err.Error()
+		}
+		node, err := n.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got := node.Status.DaemonEndpoints.KubeletEndpoint.Port
+		return got == info.GetPort(), fmt.Sprintf("Node has %d, nodeapi serves %d", got, info.GetPort())
+	})
 }
 
 // argsYAML renders the supervisor's per-service args, in a stable order.

@@ -32,6 +32,7 @@ import (
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
 	"github.com/microlet/microlet/services/nodeapi/internal/api"
 	"github.com/microlet/microlet/services/nodeapi/internal/auth"
+	"github.com/microlet/microlet/services/nodeapi/internal/logs"
 	"github.com/microlet/microlet/services/nodeapi/internal/pods"
 	"github.com/microlet/microlet/services/nodeapi/internal/servingcert"
 	"github.com/microlet/microlet/services/nodeapi/internal/streams"
@@ -211,10 +212,11 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	src := pods.NewSource(podconfigv1.NewPodConfigServiceClient(pcConn), statusdv1.NewStatusServiceClient(sdConn))
 
 	handler := api.New(api.Deps{
-		Pods:    src,
-		Runtime: rt,
-		Streams: streams.New(src, rt, streams.WithLogger(env.Log)),
-		Metrics: promhttp.HandlerFor(prometheus.Gatherers{env.Registry}, promhttp.HandlerOpts{Registry: env.Registry}),
+		Pods:          src,
+		Runtime:       rt,
+		Streams:       streams.New(src, rt, streams.WithLogger(env.Log)),
+		ContainerLogs: logs.NewHandler(src, rt, logs.WithLogger(env.Log)),
+		Metrics:       promhttp.HandlerFor(prometheus.Gatherers{env.Registry}, promhttp.HandlerOpts{Registry: env.Registry}),
 		Checks: []healthz.HealthChecker{healthz.NamedCheck("syncloop", func(r *http.Request) error {
 			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 			defer cancel()
