@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the FROM-scratch images of the compose dev box (deploy/compose):
-#   <repo>/<service>:<tag>  for podconfig statusd cloudsyncd runtime-shim nodestatusd podsyncd
+#   <repo>/<service>:<tag>  for podconfig statusd cloudsyncd runtime-shim nodestatusd nodeapi podsyncd
 #   <repo>/controlplane:<tag>  etcd + kube-apiserver + devbox
 # No base image is pulled: the binaries are static (CGO_ENABLED=0), except
 # Debian's etcd, which is staged with its dynamic loader and libraries.
@@ -11,7 +11,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tag=${1:-${MICROLET_IMAGE_TAG:-dev}}
 repo=${MICROLET_IMAGE_REPO:-microlet}
-services="podconfig statusd cloudsyncd runtime-shim nodestatusd podsyncd"
+services="podconfig statusd cloudsyncd runtime-shim nodestatusd nodeapi podsyncd"
 version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)
 ldflags="-s -w -X github.com/microlet/microlet/internal/version.Version=$version"
 

@@ -35,7 +35,7 @@ import (
 )
 
 // nodeServices are the long-running containers besides the control plane.
-var nodeServices = []string{"podconfig", "cloudsyncd", "runtime-shim", "statusd", "nodestatusd", "podsyncd"}
+var nodeServices = []string{"podconfig", "cloudsyncd", "runtime-shim", "statusd", "nodestatusd", "nodeapi", "podsyncd"}
 
 // composeCmd finds `docker compose` (v2) or Debian's docker-compose (v1).
 func composeCmd() []string {
@@ -173,7 +173,7 @@ func TestComposeDevBox(t *testing.T) {
 	})
 
 	manifests := t.TempDir()
-	ports := freePorts(t, 3)
+	ports := freePorts(t, 4)
 	b := &box{
 		compose: compose,
 		file:    filepath.Join(root, "deploy/compose/docker-compose.yaml"),
@@ -184,6 +184,7 @@ func TestComposeDevBox(t *testing.T) {
 			fmt.Sprintf("MICROLET_APISERVER_PORT=%d", ports[0]),
 			fmt.Sprintf("MICROLET_ETCD_PORT=%d", ports[1]),
 			fmt.Sprintf("MICROLET_ETCD_PEER_PORT=%d", ports[2]),
+			fmt.Sprintf("MICROLET_KUBELET_PORT=%d", ports[3]),
 			"MICROLET_MANIFEST_DIR=" + manifests,
 		},
 	}
