@@ -114,7 +114,7 @@ func run(args []string, out io.Writer) error {
 		controlplane.KubeletPreferredAddressTypes, controlplane.KubeletClientUser, controlplane.KubeletClientGroup, controlplane.KubeletAPIAdminRole, verified)
 	fmt.Fprintf(out, "\n  %s --kubeconfig %s get nodes\n", kubectl, admin)
 	for _, n := range nodes {
-		fmt.Fprintf(out, "  microlet run --kubeconfig %s --node-name %s\n", cp.NodeKubeconfig(n), n)
+		fmt.Fprintf(out, "  microlet run --kubeconfig %s --node-name %s --client-ca-file %s\n", cp.NodeKubeconfig(n), n, filepath.Join(*dir, "pki", "ca.crt"))
 	}
 	fmt.Fprintf(out, "\nexport a node kubeconfig for another address:\n  go run ./hack/devcontrolplane export -dir %s -server https://<host>:<port> -node <name> -out <file>\n", *dir)
 	fmt.Fprintln(out, "\nCtrl-C stops it.")
