@@ -1,6 +1,7 @@
 package logs
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -134,7 +135,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	out := &streamWriter{w: w, rc: http.NewResponseController(w), flushEach: opts.Follow}
+	out := newStreamWriter(w, opts.Follow)
 	stdout, stderr, err := h.outputs(opts, out)
 	if err != nil {
 		refuse(http.StatusBadRequest, err.Error(), nil)
@@ -143,6 +144,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	w.Header().Set("Transfer-Encoding", "chunked")
 	err = h.read(klog.NewContext(ctx, logr.FromSlogHandler(log.Handler())), log, pod, name, opts, stdout, stderr)
+	if ferr := out.flush(); err == nil {
+		err = ferr
+	}
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
@@ -213,30 +217,51 @@ func (h *handler) read(ctx context.Context, log *slog.Logger, pod *corev1.Pod, n
 	return crilogs.ReadLogs(ctx, st.GetLogPath(), id.id, criOptions(opts, h.clock.Now()), h.rt, stdout, stderr)
 }
 
-// streamWriter writes the log into the response; in follow mode it flushes
-// every write so each line reaches the client at once. A plain read lets
-// net/http fill whole chunks instead: the bytes are the same, the syscalls
-// far fewer.
+// streamWriter writes the log into the response. The first write, even an
+// empty one, is flushed at once so the status and headers go out. After
+// that, in follow mode every write is flushed so each line reaches the
+// client as it is logged; a plain read is buffered into large chunks
+// instead, flushed at the end: the same bytes, far fewer chunks and
+// syscalls (the kubelet flushes every line either way).
 type streamWriter struct {
-	w         http.ResponseWriter
-	rc        *http.ResponseController
-	flushEach bool
-	started   bool
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	buf     *bufio.Writer // nil when following
+	started bool
+}
+
+// plainReadBuffer is the chunk size of plain reads.
+const plainReadBuffer = 64 << 10
+
+func newStreamWriter(w http.ResponseWriter, follow bool) *streamWriter {
+	s := &streamWriter{w: w, rc: http.NewResponseController(w)}
+	if !follow {
+		s.buf = bufio.NewWriterSize(w, plainReadBuffer)
+	}
+	return s
 }
 
 func (s *streamWriter) Write(p []byte) (int, error) {
-	first := !s.started
+	if s.started && s.buf != nil {
+		return s.buf.Write(p)
+	}
 	s.started = true
 	n, err := s.w.Write(p)
 	if err != nil {
 		return n, err
 	}
-	if first || s.flushEach {
-		if err := s.rc.Flush(); err != nil {
-			return n, err
-		}
+	return n, s.rc.Flush()
+}
+
+// flush sends what a plain read has buffered.
+func (s *streamWriter) flush() error {
+	if s.buf == nil || s.buf.Buffered() == 0 {
+		return nil
 	}
-	return n, nil
+	if err := s.buf.Flush(); err != nil {
+		return err
+	}
+	return s.rc.Flush()
 }
 
 // canFlush reports whether w, or a writer it wraps, can flush, the way
@@ -255,9 +280,9 @@ func canFlush(w http.ResponseWriter) bool {
 }
 
 // writeError answers as the kubelet's REST framework does: the status and
-// the message as the whole plain-text body.
+// the message as the whole body, its type left to net/http (which sniffs
+// text/plain, or sends none once Transfer-Encoding is set).
 func writeError(w http.ResponseWriter, code int, msg string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)
 	_, _ = io.WriteString(w, msg)
 }

@@ -375,9 +375,11 @@ func TestWithRuntimeShim(t *testing.T) {
 	})
 
 	// The restart: the second run logs, waits for the test to rotate its
-	// log, logs again and exits.
-	second := start(1, `echo "second run line 1"; echo "second run line 2"; `+
-		`while [ ! -e /tmp/rotated ]; do sleep 0.1; done; echo "after rotation 1"; echo "after rotation 2"`)
+	// log, logs again and runs until stopped (the exec that says "rotated"
+	// must not race with the container's exit).
+	second := start(1, `trap 'exit 0' TERM; echo "second run line 1"; echo "second run line 2"; `+
+		`while [ ! -e /tmp/rotated ]; do sleep 0.1; done; echo "after rotation 1"; echo "after rotation 2"; `+
+		`while :; do sleep 0.1; done`)
 	store.setStatus(corev1.ContainerStatus{Name: "app", ContainerID: "docker://" + second, RestartCount: 1,
 		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, ContainerID: "docker://" + first}}})
@@ -424,7 +426,10 @@ func TestWithRuntimeShim(t *testing.T) {
 		}
 		expect("after rotation 1")
 		expect("after rotation 2")
-		// The container exits after its last line: the stream ends.
+		// The container exits: the stream ends.
+		if err := s.rt.StopContainer(ctx, second, 30); err != nil {
+			t.Fatal(err)
+		}
 		rest, err := io.ReadAll(r)
 		if err != nil || len(rest) != 0 {
 			t.Fatalf("after the last line: %q, %v; want the end of the body", rest, err)
