@@ -102,7 +102,7 @@ func Start(t testing.TB, opts Options) *Node {
 		components.NodeStatusd: {"--node-ip=127.0.0.1"},
 		// A free port (the Node advertises the real one), and the cluster
 		// CA so the API server's kubelet client certificate authenticates.
-		components.NodeAPI: {"--address=127.0.0.1", "--port=0", "--client-ca-file=" + filepath.Join(cp.PKI().Dir, "ca.crt")},
+		components.NodeAPI: {"--address=127.0.0.1", "--port=0", "--client-ca-file=" + filepath.Join(cp.PKI().Dir, "ca.crt"), "--pod-logs-dir=" + n.LogDir},
 	}
 	for svc, extra := range opts.Args {
 		args[svc] = append(args[svc], extra...)

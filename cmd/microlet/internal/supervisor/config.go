@@ -185,7 +185,7 @@ func (c *Config) ChildArgs(name string) []string {
 		}
 	}
 	if name == components.NodeAPI {
-		args = append(args, "--port="+strconv.Itoa(c.KubeletPort))
+		args = append(args, "--port="+strconv.Itoa(c.KubeletPort), "--pods-dir="+DataDir(c.DataDir, components.PodSyncd)+"/pods")
 		if c.ClientCAFile != "" {
 			args = append(args, "--client-ca-file="+c.ClientCAFile)
 		}

@@ -35,6 +35,7 @@ import (
 	"github.com/microlet/microlet/services/nodeapi/internal/logs"
 	"github.com/microlet/microlet/services/nodeapi/internal/pods"
 	"github.com/microlet/microlet/services/nodeapi/internal/servingcert"
+	"github.com/microlet/microlet/services/nodeapi/internal/stats"
 	"github.com/microlet/microlet/services/nodeapi/internal/streams"
 )
 
@@ -60,6 +61,10 @@ type Config struct {
 	AuthorizedTTL         time.Duration `yaml:"authorization_webhook_cache_authorized_ttl" flag:"authorization-webhook-cache-authorized-ttl" usage:"how long an allow is cached"`
 	UnauthorizedTTL       time.Duration `yaml:"authorization_webhook_cache_unauthorized_ttl" flag:"authorization-webhook-cache-unauthorized-ttl" usage:"how long a deny is cached"`
 
+	PodsDir    string `yaml:"pods_dir" flag:"pods-dir" usage:"podsyncd's pod directories (<uid>/volumes/...), for volume stats (default <data-dir>/pods; microlet run passes podsyncd's)"`
+	PodLogsDir string `yaml:"pod_logs_dir" flag:"pod-logs-dir" usage:"root of the pod log directories, for log stats (podsyncd's pod_logs_dir)"`
+	RootDir    string `yaml:"root_dir" flag:"root-dir" usage:"a directory on the node's filesystem (nodefs in the stats summary; default data_dir)"`
+
 	EnableDebuggingHandlers bool          `yaml:"enable_debugging_handlers" flag:"enable-debugging-handlers" usage:"serve exec, attach, port-forward, run, containerLogs, runningpods and configz"`
 	RuntimeRequestTimeout   time.Duration `yaml:"runtime_request_timeout" flag:"runtime-request-timeout" usage:"timeout of one CRI call"`
 }
@@ -77,6 +82,7 @@ func DefaultConfig() Config {
 		UnauthorizedTTL:         30 * time.Second,
 		EnableDebuggingHandlers: true,
 		RuntimeRequestTimeout:   2 * time.Minute,
+		PodLogsDir:              stats.DefaultPodLogsDir,
 	}
 }
 
@@ -115,6 +121,12 @@ func (s *Server) Register(env *service.Env) error {
 	}
 	if c.CertDir == "" {
 		c.CertDir = filepath.Join(c.DataDir, "pki")
+	}
+	if c.PodsDir == "" {
+		c.PodsDir = filepath.Join(c.DataDir, "pods")
+	}
+	if c.RootDir == "" {
+		c.RootDir = c.DataDir
 	}
 	switch c.AuthorizationMode {
 	case auth.ModeWebhook, auth.ModeAlwaysAllow:
@@ -193,6 +205,12 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		return err
 	}
 	defer func() { _ = rt.Close(context.Background()) }()
+	img, err := remote.NewRemoteImageService(ctx, c.ImageServiceEndpoint(), c.RuntimeRequestTimeout, nil, false)
+	if err != nil {
+		return fmt.Errorf("image service %s: %w", c.ImageServiceEndpoint(), err)
+	}
+	statsProvider := stats.New(rt, img, stats.WithNodeName(c.NodeName), stats.WithRootDir(c.RootDir),
+		stats.WithPodsDir(c.PodsDir), stats.WithPodLogsDir(c.PodLogsDir), stats.WithLogger(env.Log))
 
 	pcConn, err := grpcclient.Dial(c.Endpoint(components.PodConfig))
 	if err != nil {
@@ -212,11 +230,13 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	src := pods.NewSource(podconfigv1.NewPodConfigServiceClient(pcConn), statusdv1.NewStatusServiceClient(sdConn))
 
 	handler := api.New(api.Deps{
-		Pods:          src,
-		Runtime:       rt,
-		Streams:       streams.New(src, rt, streams.WithLogger(env.Log)),
-		ContainerLogs: logs.NewHandler(src, rt, logs.WithLogger(env.Log)),
-		Metrics:       promhttp.HandlerFor(prometheus.Gatherers{env.Registry}, promhttp.HandlerOpts{Registry: env.Registry}),
+		Pods:            src,
+		Runtime:         rt,
+		Streams:         streams.New(src, rt, streams.WithLogger(env.Log)),
+		ContainerLogs:   logs.NewHandler(src, rt, logs.WithLogger(env.Log)),
+		Summary:         stats.SummaryHandler(statsProvider),
+		ResourceMetrics: stats.ResourceMetricsHandler(statsProvider),
+		Metrics:         promhttp.HandlerFor(prometheus.Gatherers{env.Registry}, promhttp.HandlerOpts{Registry: env.Registry}),
 		Checks: []healthz.HealthChecker{healthz.NamedCheck("syncloop", func(r *http.Request) error {
 			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 			defer cancel()
