@@ -141,20 +141,21 @@ func TestHandler(t *testing.T) {
 			if tt.query != "" {
 				url += "?" + tt.query
 			}
-			resp, body := get(t, url)
-			if resp.StatusCode != tt.wantCode {
-				t.Errorf("status = %d, want %d", resp.StatusCode, tt.wantCode)
+			resp := get(t, url)
+			body := resp.body
+			if resp.code != tt.wantCode {
+				t.Errorf("status = %d, want %d", resp.code, tt.wantCode)
 			}
 			if body != tt.wantBody && !(tt.prefix && strings.HasPrefix(body, tt.wantBody)) {
 				t.Errorf("body = %q, want %q", body, tt.wantBody)
 			}
 			// The kubelet sets Transfer-Encoding: chunked just before reading
 			// the log, which also stops net/http from sniffing a type.
-			chunked := len(resp.TransferEncoding) == 1 && resp.TransferEncoding[0] == "chunked"
-			ct := resp.Header.Get("Content-Type")
-			if resp.StatusCode == http.StatusOK || tt.late {
+			chunked := len(resp.transferEncoding) == 1 && resp.transferEncoding[0] == "chunked"
+			ct := resp.header.Get("Content-Type")
+			if resp.code == http.StatusOK || tt.late {
 				if !chunked || ct != "" {
-					t.Errorf("Transfer-Encoding %v, Content-Type %q; want chunked and none", resp.TransferEncoding, ct)
+					t.Errorf("Transfer-Encoding %v, Content-Type %q; want chunked and none", resp.transferEncoding, ct)
 				}
 			} else if ct != "text/plain; charset=utf-8" {
 				t.Errorf("Content-Type = %q, want text/plain", ct)
@@ -193,9 +194,9 @@ func TestHandlerMissingPathValues(t *testing.T) {
 
 func TestHandlerPodSourceDown(t *testing.T) {
 	f := newFixture(t)
-	resp, body := get(t, serve(t, NewHandler(failingPods{}, f.rt, WithLogger(testLogger(t))))+"/containerLogs/default/web/app")
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "connection refused") {
-		t.Errorf("got %d %q, want 503 naming the cause", resp.StatusCode, body)
+	resp := get(t, serve(t, NewHandler(failingPods{}, f.rt, WithLogger(testLogger(t))))+"/containerLogs/default/web/app")
+	if resp.code != http.StatusServiceUnavailable || !strings.Contains(resp.body, "connection refused") {
+		t.Errorf("got %d %q, want 503 naming the cause", resp.code, resp.body)
 	}
 }
 

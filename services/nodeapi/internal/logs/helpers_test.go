@@ -149,8 +149,16 @@ func serve(t testing.TB, h http.Handler) string {
 	return srv.URL
 }
 
-// get fetches a URL and returns the response with its whole body.
-func get(t testing.TB, url string) (*http.Response, string) {
+// reply is a finished response.
+type reply struct {
+	code             int
+	header           http.Header
+	transferEncoding []string
+	body             string
+}
+
+// get fetches a URL and reads the whole body.
+func get(t testing.TB, url string) reply {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -167,5 +175,5 @@ func get(t testing.TB, url string) (*http.Response, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, string(b)
+	return reply{code: resp.StatusCode, header: resp.Header, transferEncoding: resp.TransferEncoding, body: string(b)}
 }

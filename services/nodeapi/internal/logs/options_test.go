@@ -157,3 +157,37 @@ func TestCRIOptions(t *testing.T) {
 		})
 	}
 }
+
+// FuzzDecodeOptions feeds arbitrary query strings through decoding and
+// validation, as a client can: nothing may panic, and whatever passes
+// validation must be safe to hand to the CRI log reader.
+func FuzzDecodeOptions(f *testing.F) {
+	for _, seed := range []string{
+		"", "follow", "tail=all", "tail=-1&tailLines=3", "tailLines=9223372036854775807", "limitBytes=1&sinceSeconds=5",
+		"sinceTime=2026-01-02T03:04:05.123456789Z", "stream=Stdout&tailLines=1", "previous=false&timestamps=0", "%zz=1&tail=%",
+	} {
+		f.Add(seed, false)
+		f.Add(seed, true)
+	}
+	f.Fuzz(func(t *testing.T, raw string, split bool) {
+		q, _ := url.ParseQuery(raw) // net/http keeps what parses, as r.URL.Query does
+		opts, err := decodeOptions(q, split)
+		if err != nil {
+			return
+		}
+		if q.Get("tail") == "all" && opts.TailLines != nil {
+			t.Fatalf("tail=all left tailLines %d", *opts.TailLines)
+		}
+		if split && opts.Stream == nil {
+			t.Fatal("split streams left stream unset")
+		}
+		if len(validateOptions(opts)) > 0 {
+			return
+		}
+		if opts.TailLines != nil && *opts.TailLines < 0 || opts.LimitBytes != nil && *opts.LimitBytes < 1 ||
+			opts.SinceSeconds != nil && (*opts.SinceSeconds < 1 || opts.SinceTime != nil) {
+			t.Fatalf("validation let through %+v", opts)
+		}
+		_ = criOptions(opts, t0)
+	})
+}
