@@ -72,8 +72,8 @@ type handler struct {
 // NewHandler returns the handler of GET
 // /containerLogs/{namespace}/{pod}/{container}: it reads the three path
 // values with r.PathValue, so it must be registered with a ServeMux pattern
-// naming them. Pods come from pods, container log paths and states from
-// the CRI runtime rt.
+// naming them; any method but GET gets the kubelet's 405. Pods come from
+// pods, container log paths and states from the CRI runtime rt.
 func NewHandler(p pods.Getter, rt criapi.RuntimeService, opts ...Option) http.Handler {
 	h := &handler{pods: p, rt: rt, log: slog.Default(), clock: clock.RealClock{}}
 	for _, o := range opts {
@@ -83,6 +83,14 @@ func NewHandler(p pods.Getter, rt criapi.RuntimeService, opts ...Option) http.Ha
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		// A "GET /..." ServeMux pattern routes HEAD here too; the
+		// kubelet's route is GET alone (and a HEAD with follow would
+		// hold the connection until the container exits).
+		w.Header().Set("Allow", http.MethodGet)
+		writeError(w, http.StatusMethodNotAllowed, "405: Method Not Allowed")
+		return
+	}
 	ns, podName, name := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
 	log := h.log.With("namespace", ns, "pod", podName, "container", name)
 	refuse := func(code int, msg string, err error) {

@@ -192,6 +192,19 @@ func TestHandlerMissingPathValues(t *testing.T) {
 	}
 }
 
+func TestHandlerOnlyGET(t *testing.T) {
+	f := newFixture(t)
+	url := serve(t, NewHandler(f.pods, f.rt, WithLogger(testLogger(t)))) + "/containerLogs/default/web/app?follow=true"
+	resp, err := http.Head(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET" {
+		t.Errorf("HEAD: %d, Allow %q; want 405 allowing GET", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+}
+
 func TestHandlerPodSourceDown(t *testing.T) {
 	f := newFixture(t)
 	resp := get(t, serve(t, NewHandler(failingPods{}, f.rt, WithLogger(testLogger(t))))+"/containerLogs/default/web/app")
