@@ -16,6 +16,11 @@ const (
 	EnvKubeAPIServer = "MICROLET_KUBE_APISERVER"
 	// EnvKubectl overrides where the kubectl binary is found.
 	EnvKubectl = "MICROLET_KUBECTL"
+	// EnvKubeScheduler overrides where the kube-scheduler binary is found.
+	EnvKubeScheduler = "MICROLET_KUBE_SCHEDULER"
+	// EnvKubeControllerManager overrides where the kube-controller-manager
+	// binary is found.
+	EnvKubeControllerManager = "MICROLET_KUBE_CONTROLLER_MANAGER"
 	// EnvEtcd overrides where the etcd binary is found (default: PATH).
 	EnvEtcd = "MICROLET_ETCD"
 	// EnvRequire turns a missing control plane from a skip into a failure;
@@ -30,8 +35,9 @@ const (
 // relative to the repository root.
 const controlPlaneModule = "test/controlplane/go.mod"
 
-// ErrMissingBinary is wrapped by Start when etcd or kube-apiserver cannot be
-// found, and by FindKubectl; Get and Kubectl turn it into a skip unless
+// ErrMissingBinary is wrapped by Start when etcd, kube-apiserver or a
+// component it was asked for cannot be found, and by the Find functions;
+// Get, GetFull and Kubectl turn it into a skip unless
 // MICROLET_REQUIRE_CONTROLPLANE=1.
 var ErrMissingBinary = errors.New("control-plane binary missing (install with: make test-deps)")
 
@@ -49,6 +55,21 @@ func FindKubeAPIServer() (string, error) {
 // kube-apiserver). Like FindKubeAPIServer it never builds.
 func FindKubectl() (string, error) {
 	return findBuilt("kubectl", EnvKubectl)
+}
+
+// FindKubeScheduler returns the kube-scheduler to run:
+// $MICROLET_KUBE_SCHEDULER, else the binary hack/build-kube-scheduler.sh
+// caches for the pinned version. Like FindKubeAPIServer it never builds.
+func FindKubeScheduler() (string, error) {
+	return findBuilt(KubeScheduler, EnvKubeScheduler)
+}
+
+// FindKubeControllerManager returns the kube-controller-manager to run:
+// $MICROLET_KUBE_CONTROLLER_MANAGER, else the binary
+// hack/build-kube-controller-manager.sh caches for the pinned version.
+// Like FindKubeAPIServer it never builds.
+func FindKubeControllerManager() (string, error) {
+	return findBuilt(KubeControllerManager, EnvKubeControllerManager)
 }
 
 // findBuilt locates a binary that hack/build-k8s.sh builds from the

@@ -71,8 +71,9 @@ func sweepStaleDirs() {
 	}
 }
 
-// Options tune Start. The zero value is what tests use: everything on
-// 127.0.0.1, free ports, a fresh directory under /tmp.
+// Options tune Start. The zero value is what most tests use: etcd and the
+// apiserver only, everything on 127.0.0.1, free ports, a fresh directory
+// under /tmp.
 type Options struct {
 	// Dir is the working directory (pki/, etcd/, logs/, kubeconfig/). Empty
 	// means a new short directory under /tmp, removed by Stop.
@@ -103,10 +104,23 @@ type Options struct {
 	// benchmark.
 	ExtraAPIServerArgs []string
 	ExtraEtcdArgs      []string
+	// Scheduler and ControllerManager also run kube-scheduler and
+	// kube-controller-manager (SchedulerFlags, ControllerManagerFlags) on
+	// free loopback ports, each with its own client certificate, once the
+	// apiserver is ready. Off by default: most tests need neither and
+	// should not pay for them. StartScheduler and StartControllerManager
+	// add them to a running control plane.
+	Scheduler         bool
+	ControllerManager bool
+	// ExtraSchedulerArgs and ExtraControllerManagerArgs are appended to
+	// those components' flags.
+	ExtraSchedulerArgs         []string
+	ExtraControllerManagerArgs []string
 }
 
-// ControlPlane is a running etcd plus kube-apiserver. Its methods are safe
-// for concurrent use by parallel tests.
+// ControlPlane is a running etcd plus kube-apiserver, with kube-scheduler
+// and kube-controller-manager when asked for. Its methods are safe for
+// concurrent use by parallel tests.
 type ControlPlane struct {
 	opts    Options
 	dir     string
@@ -121,9 +135,13 @@ type ControlPlane struct {
 	adminToken string
 	nodeTokens map[string]string
 
+	// compMu serialises the starts and stops of each component (by name).
+	compMu map[string]*sync.Mutex
+
 	mu      sync.Mutex
 	etcd    *process
 	api     *process
+	comps   map[string]*process // running components by name
 	admin   credential
 	nodes   map[string]credential
 	stopped bool
@@ -136,7 +154,8 @@ type credential struct {
 }
 
 // Start launches etcd and kube-apiserver and returns once /readyz answers
-// and the system namespaces exist. On error nothing is left running.
+// and the system namespaces exist, then the components opts asks for, once
+// their /healthz answers. On error nothing is left running.
 func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if opts.BindAddress == "" {
 		opts.BindAddress = "127.0.0.1"
@@ -144,11 +163,19 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 3 * time.Minute
 	}
-	cp := &ControlPlane{opts: opts, nodes: map[string]credential{}, nodeTokens: map[string]string{}}
+	cp := &ControlPlane{
+		opts: opts, nodes: map[string]credential{}, nodeTokens: map[string]string{},
+		comps:  map[string]*process{},
+		compMu: map[string]*sync.Mutex{KubeScheduler: {}, KubeControllerManager: {}},
+	}
 	if cp.etcdBin, err = FindEtcd(); err != nil {
 		return nil, err
 	}
 	if cp.apiBin, err = FindKubeAPIServer(); err != nil {
+		return nil, err
+	}
+	components := componentsFromOptions(opts)
+	if err := missingComponentBinaries(components); err != nil {
 		return nil, err
 	}
 	if opts.Dir == "" {
@@ -193,6 +220,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	if err := cp.bootstrap(ctx); err != nil {
+		return nil, err
+	}
+	if err := cp.startComponents(ctx, components); err != nil {
 		return nil, err
 	}
 	return cp, nil
@@ -329,9 +359,11 @@ func (cp *ControlPlane) restConfig(c credential) *rest.Config {
 }
 
 // EnsureNamespace creates ns with its "default" ServiceAccount and the
-// kube-root-ca.crt ConfigMap, the objects kube-controller-manager would add
-// and pods need for admission and token volumes; no controller-manager runs.
-// Existing objects are left alone.
+// kube-root-ca.crt ConfigMap, the objects kube-controller-manager adds and
+// pods need for admission and token volumes, so a test need not wait for
+// the controllers, or works without them (the default control plane runs
+// none). Existing objects are left alone: with the controller manager
+// running, whoever comes first creates them, with the same content.
 func (cp *ControlPlane) EnsureNamespace(ctx context.Context, ns string) error {
 	cs, err := kubernetes.NewForConfig(cp.AdminConfig())
 	if err != nil {
@@ -392,8 +424,9 @@ func (cp *ControlPlane) StartAPIServer() error {
 	return cp.startAPIServer(context.Background(), false)
 }
 
-// Stop stops the apiserver, then etcd (SIGTERM, then SIGKILL after a
-// grace period), and removes the directory Start created unless
+// Stop stops the components in reverse start order, kube-controller-manager
+// and kube-scheduler, then the apiserver, then etcd (SIGTERM, then SIGKILL
+// after a grace period), and removes the directory Start created unless
 // MICROLET_KEEP_CONTROLPLANE=1. It is safe to call more than once.
 func (cp *ControlPlane) Stop() error {
 	cp.mu.Lock()
@@ -403,11 +436,14 @@ func (cp *ControlPlane) Stop() error {
 	}
 	cp.stopped = true
 	api, etcd := cp.api, cp.etcd
+	kcm, sched := cp.comps[KubeControllerManager], cp.comps[KubeScheduler]
 	cp.api, cp.etcd = nil, nil
+	clear(cp.comps)
 	cp.mu.Unlock()
 
-	// The apiserver first: stopping etcd under it makes it log and retry.
-	errs := []error{api.stop(stopGrace), etcd.stop(stopGrace)}
+	// Clients before servers: stopping the apiserver under the components,
+	// or etcd under the apiserver, only makes them log and retry.
+	errs := []error{kcm.stop(stopGrace), sched.stop(stopGrace), api.stop(stopGrace), etcd.stop(stopGrace)}
 	if cp.ownDir && os.Getenv(EnvKeep) != "1" {
 		errs = append(errs, os.RemoveAll(cp.dir))
 	}
@@ -578,15 +614,19 @@ func (cp *ControlPlane) bootstrap(ctx context.Context) error {
 
 // Bootstrap adds to a fresh cluster what kube-controller-manager would for
 // the default namespace (EnsureNamespace: its ServiceAccount and the
-// kube-root-ca.crt ConfigMap with caPEM), so pods can be created there,
-// and what kubeadm would for nodes (EnsureKubeletAPIAccess). Start runs it
+// kube-root-ca.crt ConfigMap with caPEM), so pods can be created there
+// whether or not it runs, and what kubeadm would for nodes
+// (EnsureKubeletAPIAccess, EnsureNodeCertificateRotation). Start runs it
 // with the admin credentials; the compose dev box's bootstrap step too. It
 // is idempotent.
 func Bootstrap(ctx context.Context, cs kubernetes.Interface, caPEM []byte) error {
 	if err := ensureNamespace(ctx, cs, metav1.NamespaceDefault, caPEM); err != nil {
 		return err
 	}
-	return EnsureKubeletAPIAccess(ctx, cs)
+	if err := EnsureKubeletAPIAccess(ctx, cs); err != nil {
+		return err
+	}
+	return EnsureNodeCertificateRotation(ctx, cs)
 }
 
 // waitFor polls check until it succeeds, p exits, or the start timeout.

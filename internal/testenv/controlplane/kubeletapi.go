@@ -69,10 +69,18 @@ func KubeletClientFlags(pkiDir string, verifyServingCerts bool) []string {
 // in. It is idempotent: an existing binding is corrected if its subjects
 // differ, and an unexpected roleRef (immutable) is an error.
 func EnsureKubeletAPIAccess(ctx context.Context, cs kubernetes.Interface) error {
+	return ensureGroupBinding(ctx, cs, KubeletAPIAdminBinding, KubeletAPIAdminRole, KubeletClientGroup)
+}
+
+// ensureGroupBinding makes the ClusterRoleBinding name bind group to the
+// ClusterRole role: created when missing, its subjects corrected when
+// they differ, an error when it refers to another role (roleRef is
+// immutable).
+func ensureGroupBinding(ctx context.Context, cs kubernetes.Interface, name, role, group string) error {
 	want := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: KubeletAPIAdminBinding},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: KubeletAPIAdminRole},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: KubeletClientGroup}},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: group}},
 	}
 	crbs := cs.RbacV1().ClusterRoleBindings()
 	_, err := crbs.Create(ctx, want, metav1.CreateOptions{})

@@ -18,6 +18,10 @@ var pkg struct {
 	started bool
 	cp      *ControlPlane
 	err     error
+	// full is set once GetFull tried to add the scheduler and the
+	// controller manager; fullErr is how that went.
+	full    bool
+	fullErr error
 }
 
 // Main runs the package's tests and then stops the control plane, if a
@@ -66,6 +70,41 @@ func Get(t testing.TB) *ControlPlane {
 		t.Fatalf("control plane: %v\n(install etcd and build kube-apiserver with: make test-deps)", pkg.err)
 	}
 	return pkg.cp
+}
+
+// GetFull is Get with kube-scheduler and kube-controller-manager running
+// too, a cluster's control plane: Deployments get ReplicaSets and pods
+// placed on Ready nodes, namespaces their default ServiceAccount and
+// kube-root-ca.crt, CSRs are approved and signed, garbage is collected.
+// e2e suites that run workloads on a real node use it.
+//
+// There is still one control plane per test binary: the first GetFull
+// adds the two components to the one Get starts, and from then on Get
+// returns it with them. Keep tests that need no controllers in packages
+// that never call GetFull; the controllers act on everything (the pod
+// garbage collector, for one, deletes pods bound to a node that does not
+// exist). A missing binary skips or fails as in Get.
+func GetFull(t testing.TB) *ControlPlane {
+	t.Helper()
+	cp := Get(t)
+	pkg.mu.Lock()
+	defer pkg.mu.Unlock()
+	if !pkg.full {
+		pkg.full = true
+		pkg.fullErr = missingComponentBinaries([]string{KubeScheduler, KubeControllerManager})
+	}
+	if pkg.fullErr == nil {
+		// A no-op while both run; restarts one a test stopped. A failed
+		// start is not retried: it is slow and would fail every test alike.
+		pkg.fullErr = cp.startComponents(context.Background(), []string{KubeScheduler, KubeControllerManager})
+	}
+	if pkg.fullErr != nil {
+		if errors.Is(pkg.fullErr, ErrMissingBinary) && os.Getenv(EnvRequire) != "1" {
+			t.Skipf("no scheduler or controller manager: %v (set %s=1 to fail instead)", pkg.fullErr, EnvRequire)
+		}
+		t.Fatalf("scheduler and controller manager: %v\n(build them with: make test-deps)", pkg.fullErr)
+	}
+	return cp
 }
 
 // Kubectl returns the kubectl binary (FindKubectl). Like Get, it skips the
