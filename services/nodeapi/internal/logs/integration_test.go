@@ -15,18 +15,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	remote "k8s.io/cri-client/pkg"
 
-	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/testenv"
-	"github.com/microlet/microlet/internal/testenv/registry"
+	"github.com/microlet/microlet/internal/testenv/shim"
 	"github.com/microlet/microlet/services/nodeapi/internal/logs"
 	"github.com/microlet/microlet/services/nodeapi/internal/pods"
 )
@@ -37,109 +34,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-const (
-	// envRequire turns a missing dependency into a failure (make test sets it).
-	envRequire = "MICROLET_REQUIRE_CONTROLPLANE"
-	// labelInstance is the label runtime-shim puts on every Docker object
-	// with its --docker-instance value.
-	labelInstance = "io.microlet.instance"
-	// patience bounds every wait on Docker; nothing is timed.
-	patience = 3 * time.Minute
-)
-
-// shim is a real runtime-shim on Docker, reached through cri-client.
-type shim struct {
-	rt    criapi.RuntimeService
-	image string // busybox, pulled
-}
-
-// startShim builds and starts runtime-shim on a Docker instance label of
-// its own and pulls busybox from a local registry. Containers and images
-// are removed when the test ends. Without Docker the test is skipped,
-// unless MICROLET_REQUIRE_CONTROLPLANE=1.
-func startShim(t *testing.T) *shim {
-	t.Helper()
-	dc, err := client.New(client.FromEnv)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err = dc.Ping(ctx, client.PingOptions{})
-		cancel()
-	}
-	if err != nil {
-		if os.Getenv(envRequire) == "1" {
-			t.Fatalf("docker not reachable: %v", err)
-		}
-		t.Skipf("docker not reachable (set %s=1 to fail instead): %v", envRequire, err)
-	}
-	t.Cleanup(func() { _ = dc.Close() })
-
-	reg := registry.Start(t)
-	t.Cleanup(func() { removeImages(dc, reg.DockerImageFilter()) })
-	instance := "nodeapi-logs-" + rand.String(8)
-	t.Cleanup(func() { removeContainers(dc, labelInstance+"="+instance) })
-
-	bin := filepath.Join(testenv.Build(t, nil, "github.com/microlet/microlet/services/runtime-shim"), "runtime-shim")
-	dir := testenv.ShortDir(t, "nlg")
-	sock := filepath.Join(dir, "rt.sock")
-	// The default pause image is shared (labelled so) with every other
-	// shim on this Docker; it is built from our pause program when missing.
-	testenv.StartProcess(t, "runtime-shim", bin, "--socket="+sock, "--run-dir="+dir,
-		"--data-dir="+filepath.Join(dir, "data"), "--docker-instance="+instance, "--log-level=debug")
-
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	cc, err := grpcclient.Dial("unix://" + sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	if err := grpcclient.WaitServing(ctx, cc, ""); err != nil {
-		t.Fatalf("runtime-shim not serving: %v", err)
-	}
-	rt, err := remote.NewRemoteRuntimeService(ctx, "unix://"+sock, patience, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Close(context.Background()) })
-	img, err := remote.NewRemoteImageService(ctx, "unix://"+sock, patience, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = img.Close(context.Background()) })
-	image := reg.Image(registry.Busybox)
-	if _, err := img.PullImage(ctx, &runtimeapi.ImageSpec{Image: image}, nil, nil); err != nil {
-		t.Fatalf("pull %s: %v", image, err)
-	}
-	return &shim{rt: rt, image: image}
-}
-
-func removeContainers(dc *client.Client, label string) {
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	f := client.Filters{}
-	f.Add("label", label)
-	res, err := dc.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-	if err != nil {
-		return
-	}
-	for _, c := range res.Items {
-		_, _ = dc.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	}
-}
-
-func removeImages(dc *client.Client, label string) {
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	f := client.Filters{}
-	f.Add("label", label)
-	res, err := dc.ImageList(ctx, client.ImageListOptions{All: true, Filters: f})
-	if err != nil {
-		return
-	}
-	for _, img := range res.Items {
-		_, _ = dc.ImageRemove(ctx, img.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true})
-	}
-}
+// patience bounds every wait on Docker; nothing is timed.
+const patience = 3 * time.Minute
 
 // countingRuntime is the real CRI client, counting ContainerStatus calls
 // per container so the test knows when the log reader is waiting.
@@ -223,7 +119,7 @@ func texts(lines []logLine) string {
 }
 
 func TestWithRuntimeShim(t *testing.T) {
-	s := startShim(t)
+	s := shim.Start(t, "nodeapi-logs")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*patience)
 	defer cancel()
 
@@ -235,22 +131,22 @@ func TestWithRuntimeShim(t *testing.T) {
 		LogDirectory: logDir,
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{},
 	}
-	sandbox, err := s.rt.RunPodSandbox(ctx, sbConfig, "")
+	sandbox, err := s.Runtime.RunPodSandbox(ctx, sbConfig, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := func(attempt uint32, script string) string {
 		t.Helper()
-		id, err := s.rt.CreateContainer(ctx, sandbox, &runtimeapi.ContainerConfig{
+		id, err := s.Runtime.CreateContainer(ctx, sandbox, &runtimeapi.ContainerConfig{
 			Metadata: &runtimeapi.ContainerMetadata{Name: "app", Attempt: attempt},
-			Image:    &runtimeapi.ImageSpec{Image: s.image},
+			Image:    &runtimeapi.ImageSpec{Image: s.Busybox},
 			Command:  []string{"sh", "-c", script},
 			LogPath:  fmt.Sprintf("app/%d.log", attempt),
 		}, sbConfig)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.rt.StartContainer(ctx, id); err != nil {
+		if err := s.Runtime.StartContainer(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 		return id
@@ -258,7 +154,7 @@ func TestWithRuntimeShim(t *testing.T) {
 	waitExited := func(id string) {
 		t.Helper()
 		testenv.Eventually(t, "container "+id+" exited", patience, func() error {
-			st, err := s.rt.ContainerStatus(ctx, id, false)
+			st, err := s.Runtime.ContainerStatus(ctx, id, false)
 			if err != nil {
 				return err
 			}
@@ -271,9 +167,9 @@ func TestWithRuntimeShim(t *testing.T) {
 
 	store := &podStore{pod: &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: uid},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: s.image}}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: s.Busybox}}},
 	}}
-	rt := &countingRuntime{RuntimeService: s.rt, calls: map[string]int{}}
+	rt := &countingRuntime{RuntimeService: s.Runtime, calls: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.Handle("GET /containerLogs/{namespace}/{pod}/{container}", logs.NewHandler(store, rt))
 	srv := httptest.NewServer(mux)
@@ -418,16 +314,16 @@ func TestWithRuntimeShim(t *testing.T) {
 		if err := os.Rename(path, path+".20260102-030405"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.rt.ReopenContainerLog(ctx, second); err != nil {
+		if err := s.Runtime.ReopenContainerLog(ctx, second); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := s.rt.ExecSync(ctx, second, []string{"touch", "/tmp/rotated"}, time.Minute); err != nil {
+		if _, _, err := s.Runtime.ExecSync(ctx, second, []string{"touch", "/tmp/rotated"}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		expect("after rotation 1")
 		expect("after rotation 2")
 		// The container exits: the stream ends.
-		if err := s.rt.StopContainer(ctx, second, 30); err != nil {
+		if err := s.Runtime.StopContainer(ctx, second, 30); err != nil {
 			t.Fatal(err)
 		}
 		rest, err := io.ReadAll(r)

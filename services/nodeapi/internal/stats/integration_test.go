@@ -2,8 +2,6 @@ package stats
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,16 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
 	dto "github.com/prometheus/client_model/go"
-	criapi "k8s.io/cri-api/pkg/apis"
+	"k8s.io/apimachinery/pkg/util/rand"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	remote "k8s.io/cri-client/pkg"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/testenv"
-	"github.com/microlet/microlet/internal/testenv/registry"
+	"github.com/microlet/microlet/internal/testenv/shim"
 )
 
 func TestMain(m *testing.M) {
@@ -38,92 +33,6 @@ func TestMain(m *testing.M) {
 // envRequire turns a missing Docker into a failure, as
 // controlplane.EnvRequire does for every suite of `make test`.
 const envRequire = "MICROLET_REQUIRE_CONTROLPLANE"
-
-// The label runtime-shim puts on every Docker object of one instance.
-const labelInstance = "io.microlet.instance"
-
-// shimEnv is a real runtime-shim on the Docker Engine, reached through
-// cri-client as nodeapi reaches it.
-type shimEnv struct {
-	rt    criapi.RuntimeService
-	img   criapi.ImageManagerService
-	dir   string
-	image string
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// startShim builds runtime-shim (with our pause program beside it, which
-// it imports as the pause image), starts it on its own Docker instance
-// label and removes that instance's containers and images at the end.
-func startShim(t *testing.T) *shimEnv {
-	t.Helper()
-	dc, err := client.New(client.FromEnv)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err = dc.Ping(ctx, client.PingOptions{})
-		cancel()
-	}
-	if err != nil {
-		if os.Getenv(envRequire) == "1" {
-			t.Fatalf("docker not reachable: %v", err)
-		}
-		t.Skipf("docker not reachable (set %s=1 to fail instead): %v", envRequire, err)
-	}
-	t.Cleanup(func() { _ = dc.Close() })
-	reg := registry.Start(t)
-	bins := testenv.Build(t, nil, "github.com/microlet/microlet/services/runtime-shim", "github.com/microlet/microlet/services/runtime-shim/pause")
-	dir := testenv.ShortDir(t, "nst")
-	instance := "nodeapi-stats-" + randHex(4)
-	pauseImage := "microlet.local/pause:" + instance
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		f := client.Filters{}
-		f.Add("label", labelInstance+"="+instance)
-		if res, err := dc.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}); err == nil {
-			for _, c := range res.Items {
-				_, _ = dc.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-			}
-		}
-		imgs := client.Filters{}
-		imgs.Add("label", reg.DockerImageFilter())
-		if res, err := dc.ImageList(ctx, client.ImageListOptions{All: true, Filters: imgs}); err == nil {
-			for _, im := range res.Items {
-				_, _ = dc.ImageRemove(ctx, im.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true})
-			}
-		}
-		_, _ = dc.ImageRemove(ctx, pauseImage, client.ImageRemoveOptions{Force: true})
-	})
-	sock := filepath.Join(dir, "rt.sock")
-	testenv.StartProcess(t, "runtime-shim", filepath.Join(bins, "runtime-shim"), "--socket="+sock, "--run-dir="+dir,
-		"--data-dir="+filepath.Join(dir, "data"), "--docker-instance="+instance, "--pause-image="+pauseImage)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	conn, err := grpcclient.Dial("unix://" + sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = grpcclient.WaitServing(ctx, conn, "")
-	_ = conn.Close()
-	if err != nil {
-		t.Fatalf("runtime-shim not serving: %v", err)
-	}
-	rt, err := remote.NewRemoteRuntimeService(ctx, "unix://"+sock, 2*time.Minute, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := remote.NewRemoteImageService(ctx, "unix://"+sock, 5*time.Minute, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &shimEnv{rt: rt, img: img, dir: dir, image: reg.Image(registry.Busybox)}
-}
 
 // scrapeResource is one /metrics/resource scrape, parsed.
 func scrapeResource(t *testing.T, url string) map[string]*dto.MetricFamily {
@@ -176,9 +85,9 @@ func rate(a, b *dto.Metric) (float64, bool) {
 // checking the Summary and /metrics/resource the way metrics-server and
 // `kubectl top` read them.
 func TestRuntimeShim(t *testing.T) {
-	env := startShim(t)
-	podsDir, logsDir := filepath.Join(env.dir, "pods"), filepath.Join(env.dir, "logs")
-	p := New(env.rt, env.img, WithNodeName("stats-e2e"), WithRootDir(env.dir), WithPodsDir(podsDir), WithPodLogsDir(logsDir),
+	env := shim.Start(t, "nodeapi-stats")
+	podsDir, logsDir := filepath.Join(env.Dir, "pods"), filepath.Join(env.Dir, "logs")
+	p := New(env.Runtime, env.Images, WithNodeName("stats-e2e"), WithRootDir(env.Dir), WithPodsDir(podsDir), WithPodLogsDir(logsDir),
 		WithVolumeStatsPeriod(0), WithLogger(slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	mux := http.NewServeMux()
 	mux.Handle("/stats/summary", SummaryHandler(p))
@@ -227,10 +136,7 @@ func TestRuntimeShim(t *testing.T) {
 	t.Run("pod", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		if _, err := env.img.PullImage(ctx, &runtimeapi.ImageSpec{Image: env.image}, nil, nil); err != nil {
-			t.Fatal(err)
-		}
-		name, ns, uid := "burner-"+randHex(3), "stats-e2e", "uid-"+randHex(8)
+		name, ns, uid := "burner-"+rand.String(6), "stats-e2e", "uid-"+rand.String(16)
 		cacheDir := filepath.Join(podsDir, uid, "volumes", pluginEmptyDir, "cache")
 		if err := os.MkdirAll(cacheDir, 0o777); err != nil {
 			t.Fatal(err)
@@ -242,32 +148,32 @@ func TestRuntimeShim(t *testing.T) {
 			Labels:       map[string]string{labelPodName: name, labelPodNamespace: ns, labelPodUID: uid},
 			Linux:        &runtimeapi.LinuxPodSandboxConfig{},
 		}
-		sb, err := env.rt.RunPodSandbox(ctx, pc, "")
+		sb, err := env.Runtime.RunPodSandbox(ctx, pc, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			_ = env.rt.StopPodSandbox(ctx, sb)
-			_ = env.rt.RemovePodSandbox(ctx, sb)
+			_ = env.Runtime.StopPodSandbox(ctx, sb)
+			_ = env.Runtime.RemovePodSandbox(ctx, sb)
 		})
 		start := func(cname string, script string, res *runtimeapi.LinuxContainerResources, mounts ...*runtimeapi.Mount) {
 			t.Helper()
 			cc := &runtimeapi.ContainerConfig{
 				Metadata: &runtimeapi.ContainerMetadata{Name: cname},
-				Image:    &runtimeapi.ImageSpec{Image: env.image},
+				Image:    &runtimeapi.ImageSpec{Image: env.Busybox},
 				Command:  []string{"sh", "-c", script},
 				LogPath:  cname + "/0.log",
 				Labels:   map[string]string{labelPodName: name, labelPodNamespace: ns, labelPodUID: uid, labelContainerName: cname},
 				Mounts:   mounts,
 				Linux:    &runtimeapi.LinuxContainerConfig{Resources: res},
 			}
-			id, err := env.rt.CreateContainer(ctx, sb, cc, pc)
+			id, err := env.Runtime.CreateContainer(ctx, sb, cc, pc)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := env.rt.StartContainer(ctx, id); err != nil {
+			if err := env.Runtime.StartContainer(ctx, id); err != nil {
 				t.Fatal(err)
 			}
 		}
