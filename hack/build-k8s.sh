@@ -3,8 +3,9 @@
 # test/controlplane (its main package is test/controlplane/NAME) and caches it
 # by version, so only the first run pays for the build. Parallel callers wait
 # for one build (flock). Prints the binary's path on stdout.
-#   hack/build-k8s.sh NAME        NAME: kube-apiserver or kubectl
-# hack/build-kube-apiserver.sh and hack/build-kubectl.sh call it.
+#   hack/build-k8s.sh NAME        NAME: kube-apiserver, kube-scheduler,
+#                                 kube-controller-manager or kubectl
+# hack/build-<NAME>.sh call it.
 set -euo pipefail
 name=${1:?usage: hack/build-k8s.sh NAME (a directory of test/controlplane)}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +19,7 @@ mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
 if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
-echo "build-k8s: building $name $version (cold, 2 cores: kube-apiserver 6-16 min, kubectl a few)" >&2
+echo "build-k8s: building $name $version (cold, 2 cores: kube-apiserver 6-16 min, the others a few with its build cache)" >&2
 # Both version packages: servers report component-base's, clients
 # (kubectl version) client-go's, and clients refuse to parse an empty one.
 ldflags="-s -w"

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	nodeutil "k8s.io/component-helpers/node/util"
 
+	"github.com/microlet/microlet/internal/version"
 	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
 )
 
@@ -48,6 +49,9 @@ type Options struct {
 	ExternalCloudProvider bool
 	// ExtraLabels are added without being reconciled (e.g. simulation markers).
 	ExtraLabels map[string]string
+	// MicroletVersion, when set, is written to the version.AnnotationVersion
+	// annotation (kubeletVersion holds the Kubernetes release instead).
+	MicroletVersion string
 }
 
 // InitialNode is the Node as first registered. md may be nil (no cloud).
@@ -69,6 +73,9 @@ func InitialNode(o Options, md *cloudsyncv1.GetInstanceMetadataResponse, log *sl
 			Annotations: map[string]string{AnnotationControllerManagedAttachDetach: "true"},
 		},
 		Spec: corev1.NodeSpec{Unschedulable: o.Unschedulable},
+	}
+	if o.MicroletVersion != "" {
+		node.Annotations[version.AnnotationVersion] = o.MicroletVersion
 	}
 	maps.Copy(node.Labels, o.ExtraLabels)
 	node.Spec.Taints = append(node.Spec.Taints, o.Taints...)
@@ -128,8 +135,10 @@ var DefaultLabelKeys = []string{
 	LabelBetaArch,
 }
 
-// ReconcileLabels copies the default labels of initial onto existing and
-// reports whether anything changed. Labels initial does not set are left.
+// ReconcileLabels copies the default labels of initial onto existing, and
+// its annotations microlet owns (attach-detach, microlet's version, so an
+// upgraded microlet says so), and reports whether anything changed.
+// Labels initial does not set are left.
 func ReconcileLabels(initial, existing *corev1.Node) bool {
 	changed := false
 	if existing.Labels == nil {
@@ -148,12 +157,18 @@ func ReconcileLabels(initial, existing *corev1.Node) bool {
 			delete(existing.Labels, k)
 		}
 	}
-	if existing.Annotations[AnnotationControllerManagedAttachDetach] != initial.Annotations[AnnotationControllerManagedAttachDetach] {
-		if existing.Annotations == nil {
-			existing.Annotations = map[string]string{}
+	for _, k := range []string{AnnotationControllerManagedAttachDetach, version.AnnotationVersion} {
+		want, ok := initial.Annotations[k]
+		if k == version.AnnotationVersion && !ok {
+			continue // not reporting a version is no reason to drop one
 		}
-		existing.Annotations[AnnotationControllerManagedAttachDetach] = initial.Annotations[AnnotationControllerManagedAttachDetach]
-		changed = true
+		if existing.Annotations[k] != want {
+			if existing.Annotations == nil {
+				existing.Annotations = map[string]string{}
+			}
+			existing.Annotations[k] = want
+			changed = true
+		}
 	}
 	return changed
 }

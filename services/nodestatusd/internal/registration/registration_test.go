@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/microlet/microlet/internal/version"
 	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
 )
 
@@ -67,5 +68,29 @@ func TestInitialNodeAndReconcile(t *testing.T) {
 	}
 	if ReconcileLabels(n, existing) {
 		t.Fatal("second reconcile reports a change")
+	}
+}
+
+// TestVersionAnnotation: microlet's own version is an annotation, written
+// at registration and brought up to date on a Node an older microlet
+// registered; an agent that reports none leaves it alone.
+func TestVersionAnnotation(t *testing.T) {
+	n := InitialNode(Options{NodeName: "n1", MicroletVersion: "v0.9.0"}, nil, nil)
+	if got := n.Annotations[version.AnnotationVersion]; got != "v0.9.0" {
+		t.Fatalf("annotation %s = %q", version.AnnotationVersion, got)
+	}
+	if n.Annotations[AnnotationControllerManagedAttachDetach] != "true" {
+		t.Fatalf("annotations %v", n.Annotations)
+	}
+	existing := n.DeepCopy()
+	upgraded := InitialNode(Options{NodeName: "n1", MicroletVersion: "v1.0.0"}, nil, nil)
+	if !ReconcileLabels(upgraded, existing) || existing.Annotations[version.AnnotationVersion] != "v1.0.0" {
+		t.Fatalf("upgrade not reconciled: %v", existing.Annotations)
+	}
+	if ReconcileLabels(InitialNode(Options{NodeName: "n1"}, nil, nil), existing) || existing.Annotations[version.AnnotationVersion] != "v1.0.0" {
+		t.Fatalf("no version reported, yet the annotation changed: %v", existing.Annotations)
+	}
+	if _, ok := InitialNode(Options{NodeName: "n1"}, nil, nil).Annotations[version.AnnotationVersion]; ok {
+		t.Fatal("annotation set without a version")
 	}
 }

@@ -13,10 +13,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/microlet/microlet/internal/testenv/controlplane"
+	"github.com/microlet/microlet/internal/version"
 	"github.com/microlet/microlet/services/nodestatusd/internal/registration"
 	"github.com/microlet/microlet/services/nodestatusd/internal/simulate"
 )
@@ -86,6 +88,19 @@ func TestRegistrationStatusAndLeaseWithNodeIdentity(t *testing.T) {
 	}
 	if node.Status.NodeInfo.ContainerRuntimeVersion != "fakecri://0.1" || node.Status.NodeInfo.BootID == "" || len(node.Status.Images) != 1 {
 		t.Errorf("status = %+v", node.Status.NodeInfo)
+	}
+	// kubeletVersion is the Kubernetes release, a version clients parse
+	// (kubectl's skew warnings, e2e); microlet's own is an annotation.
+	if v := node.Status.NodeInfo.KubeletVersion; v != version.Kubernetes {
+		t.Errorf("kubeletVersion = %q, want %q", v, version.Kubernetes)
+	} else if _, err := utilversion.ParseSemantic(v); err != nil {
+		t.Errorf("kubeletVersion %q: %v", v, err)
+	}
+	if got := node.Annotations[version.AnnotationVersion]; got != version.Version {
+		t.Errorf("annotation %s = %q, want %q", version.AnnotationVersion, got, version.Version)
+	}
+	if node.Status.NodeInfo.KubeProxyVersion != "" {
+		t.Errorf("kubeProxyVersion = %q, want it empty as the 1.36 kubelet leaves it", node.Status.NodeInfo.KubeProxyVersion)
 	}
 
 	// Lease: held by the node, 40 s, owned by the Node.

@@ -210,6 +210,7 @@ func (s *Server) validate() error {
 		Taints:                taints,
 		Unschedulable:         !c.RegisterSchedulable,
 		ExternalCloudProvider: c.CloudProvider == "external",
+		MicroletVersion:       version.Version,
 	}
 	s.timing = agent.Timing{
 		StatusUpdateFrequency: c.NodeStatusUpdateFrequency,
@@ -228,7 +229,7 @@ func (s *Server) validate() error {
 		MaxPods:      c.MaxPods,
 		MaxImages:    c.NodeStatusMaxImages,
 		DaemonPort:   c.DaemonPort,
-		Version:      version.Version,
+		Version:      version.Kubernetes,
 		Pressure:     pressure.NewMonitor(th, c.EvictionPressureTransitionPeriod, s.clock),
 	}
 	rc, err := kubeclient.Config(c.Kubeconfig, components.NodeStatusd, c.KubeAPIQPS, c.KubeAPIBurst)

@@ -75,7 +75,9 @@ type Inputs struct {
 	DaemonPort int32
 	// KubeletAPI reads nodeapi's serving port; nil means none.
 	KubeletAPI func(ctx context.Context) sources.NodeAPIState
-	// Version is the agent's version, reported as kubeletVersion.
+	// Version is reported as kubeletVersion: the Kubernetes release the
+	// agent implements (version.Kubernetes), which clients parse as the
+	// kubelet's; microlet's own version is a Node annotation.
 	Version string
 	// Extra conditions reported by other components.
 	Extra *Conditions
@@ -313,7 +315,9 @@ func (m *MachineCache) put(fsCapacity uint64, capacity, allocatable corev1.Resou
 }
 
 // NodeInfo sets the system info: IDs, kernel, OS image, OS and arch, the
-// container runtime's version from the CRI and the agent's version.
+// container runtime's version from the CRI and the Kubernetes release the
+// agent implements as kubeletVersion. kubeProxyVersion is left empty, as
+// the 1.36 kubelet leaves it (the field is deprecated).
 func NodeInfo(in *Inputs) Setter {
 	return func(ctx context.Context, node *corev1.Node) error {
 		f := in.Facts
