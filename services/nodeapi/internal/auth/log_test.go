@@ -1,0 +1,8 @@
+package auth
+
+import (
+	"io"
+	"log/slog"
+)
+
+func testLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

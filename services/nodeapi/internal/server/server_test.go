@@ -1,0 +1,71 @@
+package server
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/microlet/microlet/internal/grpcserver"
+	"github.com/microlet/microlet/internal/service"
+)
+
+// TestRegisterValidates: every bad setting stops the service with a line
+// naming its key; the defaults pass and derive the directories.
+func TestRegisterValidates(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		err  string
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"address not an IP", func(c *Config) { c.Address = "localhost" }, `address "localhost" is not an IP address`},
+		{"port too big", func(c *Config) { c.Port = 70000 }, "port 70000 is out of range"},
+		{"negative port", func(c *Config) { c.Port = -1 }, "port -1 is out of range"},
+		{"cert without key", func(c *Config) { c.TLSCertFile = "/x.crt" }, "tls_cert_file and tls_private_key_file go together"},
+		{"key without cert", func(c *Config) { c.TLSPrivateKeyFile = "/x.key" }, "tls_cert_file and tls_private_key_file go together"},
+		{"unknown authorization mode", func(c *Config) { c.AuthorizationMode = "RBAC" }, `authorization_mode "RBAC"`},
+		{"negative TTL", func(c *Config) { c.UnauthorizedTTL = -time.Second }, "authorization_webhook_cache_unauthorized_ttl must not be negative"},
+		{"zero runtime timeout", func(c *Config) { c.RuntimeRequestTimeout = 0 }, "runtime_request_timeout must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New()
+			s.cfg.DataDir = "/var/lib/microlet/nodeapi"
+			tc.edit(&s.cfg)
+			err := s.Register(&service.Env{Log: log, Server: grpcserver.New(log)})
+			if tc.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.cfg.CertDir != "/var/lib/microlet/nodeapi/pki" || s.cfg.PodsDir != "/var/lib/microlet/nodeapi/pods" || s.cfg.RootDir != s.cfg.DataDir {
+					t.Errorf("derived dirs %q %q %q", s.cfg.CertDir, s.cfg.PodsDir, s.cfg.RootDir)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("error %v, want %q", err, tc.err)
+			}
+		})
+	}
+}
+
+// TestConfigz: /configz speaks the kubelet's configuration type.
+func TestConfigz(t *testing.T) {
+	s := New()
+	s.cfg.Port = 12345
+	s.cfg.ClientCAFile = "/ca.crt"
+	c := s.configz()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"kind":"KubeletConfiguration"`, `"apiVersion":"kubelet.config.k8s.io/v1beta1"`, `"port":12345`,
+		`"clientCAFile":"/ca.crt"`, `"mode":"Webhook"`, `"cacheAuthorizedTTL":"5m0s"`, `"enableDebuggingHandlers":true`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("configz lacks %s: %s", want, b)
+		}
+	}
+}
