@@ -53,7 +53,7 @@ clean: ## remove build outputs
 
 # Built then exec'd rather than `go run`, which exits 1 on every Ctrl-C.
 .PHONY: dev-controlplane
-dev-controlplane: ## run etcd + kube-apiserver in the foreground and print admin/node kubeconfigs (Ctrl-C stops; needs make test-deps)
+dev-controlplane: ## run etcd, kube-apiserver, kube-scheduler and kube-controller-manager in the foreground and print admin/node kubeconfigs (Ctrl-C stops; needs make test-deps)
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/devcontrolplane ./hack/devcontrolplane && exec $(BIN)/devcontrolplane $(DEVCP_ARGS)
 

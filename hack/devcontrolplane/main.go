@@ -1,13 +1,15 @@
-// Command devcontrolplane runs the test control plane (etcd plus the
-// kube-apiserver built by hack/build-kube-apiserver.sh) in the foreground
-// for people: point kubectl and `microlet run --kubeconfig` at it.
+// Command devcontrolplane runs the test control plane (etcd, and the
+// kube-apiserver, kube-scheduler and kube-controller-manager built by
+// hack/build-k8s.sh) in the foreground for people: point kubectl and
+// `microlet run --kubeconfig` at it.
 //
-//	devcontrolplane [run] [-dir D] [-node N] [-port P] [-bind-address A] [-san S,...] [-verify-kubelet-certs]
+//	devcontrolplane [run] [-dir D] [-node N] [-port P] [-bind-address A] [-san S,...] [-verify-kubelet-certs] [-scheduler=false] [-controller-manager=false]
 //	devcontrolplane export -dir D -server URL -node N -out FILE
 //	devcontrolplane serving-cert -dir D -node N -hosts H,... -cert FILE -key FILE
 //
-// run (the default) starts etcd and the apiserver with their state in D,
-// writes the admin and node kubeconfigs there, prints them with usage hints
+// run (the default) starts etcd, the apiserver, the scheduler and the
+// controller manager with their state in D, writes the admin and node
+// kubeconfigs there, prints them with usage hints
 // (kubectl: the one hack/build-kubectl.sh caches, when built) and stops
 // everything on Ctrl-C. The apiserver reaches nodes' kubelet API (nodeapi)
 // as a client of its own (controlplane.KubeletClientFlags). export signs a
@@ -63,6 +65,8 @@ func run(args []string, out io.Writer) error {
 	bind := fs.String("bind-address", "127.0.0.1", "apiserver bind address (0.0.0.0 lets containers reach it)")
 	sans := fs.String("san", "", "extra host names or IPs, comma-separated, for the serving certificate")
 	verify := fs.Bool("verify-kubelet-certs", false, "check nodes' serving certificates against the CA (--kubelet-certificate-authority); sign them with the serving-cert mode")
+	scheduler := fs.Bool("scheduler", true, "run kube-scheduler (pods without spec.nodeName are placed on Ready nodes)")
+	controllerManager := fs.Bool("controller-manager", true, "run kube-controller-manager (Deployments, ServiceAccounts, garbage collection, CSR signing, ...)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -76,12 +80,17 @@ func run(args []string, out io.Writer) error {
 
 	ctx, stop := signals.Context()
 	defer stop()
-	fmt.Fprintf(out, "starting etcd and kube-apiserver in %s ...\n", *dir)
-	cp, err := controlplane.Start(ctx, controlplane.Options{
+	opts := controlplane.Options{
 		Dir: *dir, BindAddress: *bind, APIServerPort: *port,
 		ExtraSANs: splitList(*sans), NodeTokens: nodes,
 		VerifyKubeletServingCerts: *verify,
-	})
+		Scheduler:                 *scheduler, ControllerManager: *controllerManager,
+	}
+	fmt.Fprintf(out, "starting %s in %s ...\n", strings.Join(processNames(opts), ", "), *dir)
+	cp, err := controlplane.Start(ctx, opts)
+	if errors.Is(err, controlplane.ErrMissingBinary) && (*scheduler || *controllerManager) {
+		return fmt.Errorf("%w\nbuild them with make test-deps, or run without: -scheduler=false -controller-manager=false", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -112,6 +121,17 @@ func run(args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "kubelet API:       the apiserver dials nodes at %s as %s (group %s, bound to %s); %s\n",
 		controlplane.KubeletPreferredAddressTypes, controlplane.KubeletClientUser, controlplane.KubeletClientGroup, controlplane.KubeletAPIAdminRole, verified)
+	if pid := cp.SchedulerPID(); pid != 0 {
+		fmt.Fprintf(out, "scheduler:         %s pid %d as %s\n", controlplane.KubeScheduler, pid, controlplane.SchedulerUser)
+	} else {
+		fmt.Fprintln(out, "scheduler:         none (-scheduler=false): give pods spec.nodeName yourself")
+	}
+	if pid := cp.ControllerManagerPID(); pid != 0 {
+		fmt.Fprintf(out, "controller manager: %s pid %d as %s (controllers %s; CSRs signed by the CA)\n",
+			controlplane.KubeControllerManager, pid, controlplane.ControllerManagerUser, controlplane.ControllerManagerControllers)
+	} else {
+		fmt.Fprintln(out, "controller manager: none (-controller-manager=false): no Deployments, no ServiceAccounts in new namespaces")
+	}
 	fmt.Fprintf(out, "\n  %s --kubeconfig %s get nodes\n", kubectl, admin)
 	for _, n := range nodes {
 		fmt.Fprintf(out, "  microlet run --kubeconfig %s --node-name %s --client-ca-file %s\n", cp.NodeKubeconfig(n), n, filepath.Join(*dir, "pki", "ca.crt"))
@@ -182,6 +202,18 @@ func servingCert(args []string, out io.Writer) error {
 	}
 	fmt.Fprintln(out, *certPath, *keyPath)
 	return nil
+}
+
+// processNames lists what Start runs with opts, in start order.
+func processNames(opts controlplane.Options) []string {
+	names := []string{"etcd", "kube-apiserver"}
+	if opts.Scheduler {
+		names = append(names, controlplane.KubeScheduler)
+	}
+	if opts.ControllerManager {
+		names = append(names, controlplane.KubeControllerManager)
+	}
+	return names
 }
 
 // resetDir empties dir for a fresh cluster, but only if it is ours (it

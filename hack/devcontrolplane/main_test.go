@@ -19,6 +19,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) {
 
 func requireBinaries(t *testing.T) {
 	t.Helper()
-	for _, find := range []func() (string, error){controlplane.FindEtcd, controlplane.FindKubeAPIServer} {
+	for _, find := range []func() (string, error){controlplane.FindEtcd, controlplane.FindKubeAPIServer, controlplane.FindKubeScheduler, controlplane.FindKubeControllerManager} {
 		if _, err := find(); err != nil {
 			if os.Getenv(controlplane.EnvRequire) == "1" {
 				t.Fatalf("%v", err)
@@ -74,7 +75,8 @@ func whoami(ctx context.Context, t *testing.T, cs kubernetes.Interface) string {
 
 // TestRunExportInterrupt runs the command as a person would: wait for the
 // kubeconfigs it prints, use them, export one for another node, then Ctrl-C
-// (SIGINT) and check it exits 0 with etcd and the apiserver gone.
+// (SIGINT) and check it exits 0 with etcd, the apiserver, the scheduler and
+// the controller manager gone.
 func TestRunExportInterrupt(t *testing.T) {
 	requireBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -128,6 +130,11 @@ func TestRunExportInterrupt(t *testing.T) {
 	if !strings.Contains(printed.String(), "as "+controlplane.KubeletClientUser) {
 		t.Errorf("output does not say how the apiserver reaches nodes:\n%s", printed.String())
 	}
+	for _, want := range []string{"as " + controlplane.SchedulerUser, "as " + controlplane.ControllerManagerUser} {
+		if !strings.Contains(printed.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, printed.String())
+		}
+	}
 	if kubectl, err := controlplane.FindKubectl(); err == nil && !strings.Contains(printed.String(), kubectl+" --kubeconfig "+adminPath) {
 		t.Errorf("output does not name the built kubectl %s:\n%s", kubectl, printed.String())
 	}
@@ -137,6 +144,17 @@ func TestRunExportInterrupt(t *testing.T) {
 	}
 	if _, err := admin.RbacV1().ClusterRoleBindings().Get(ctx, controlplane.KubeletAPIAdminBinding, metav1.GetOptions{}); err != nil {
 		t.Errorf("kubelet API binding: %v", err)
+	}
+	// The controller manager runs: a new namespace gets its default
+	// ServiceAccount without anyone creating it.
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dev-ns"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := admin.CoreV1().ServiceAccounts("dev-ns").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Errorf("no default ServiceAccount in a new namespace: %v", err)
 	}
 	node := clientFor(t, nodePath)
 	if _, err := node.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dev-1"}}, metav1.CreateOptions{}); err != nil {
@@ -193,8 +211,8 @@ func TestRunExportInterrupt(t *testing.T) {
 	}
 
 	children := processesUsing(state)
-	if len(children) != 2 {
-		t.Errorf("want etcd and kube-apiserver using %s, found pids %v", state, children)
+	if len(children) != 4 {
+		t.Errorf("want etcd, kube-apiserver, kube-scheduler and kube-controller-manager using %s, found pids %v", state, children)
 	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
@@ -284,7 +302,7 @@ func TestResetDir(t *testing.T) {
 }
 
 // processesUsing lists live, non-zombie processes whose command line
-// mentions dir (etcd and kube-apiserver name their state dir in flags).
+// mentions dir (every control-plane process names its state dir in flags).
 func processesUsing(dir string) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
