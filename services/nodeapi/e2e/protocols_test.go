@@ -12,11 +12,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
+	streamhttp "k8s.io/streaming/pkg/httpstream"
 	"k8s.io/utils/exec"
 
 	"github.com/microlet/microlet/internal/testenv/node"
@@ -75,15 +75,15 @@ func TestStreamProtocols(t *testing.T) {
 	for _, proto := range []string{"spdy", "websocket"} {
 		t.Run("port-forward over "+proto, func(t *testing.T) {
 			u, _ := url.Parse(cfg.Host + "/portForward/default/streams")
-			var dialer httpstream.Dialer
+			var dialer streamhttp.Dialer
 			if proto == "spdy" {
 				tr, upgrader, err := spdy.RoundTripperFor(cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
-				dialer = spdy.NewDialer(upgrader, &http.Client{Transport: tr}, http.MethodPost, u)
+				dialer = spdy.NewDialerForStreaming(upgrader, &http.Client{Transport: tr}, http.MethodPost, u)
 			} else {
-				d, err := portforward.NewSPDYOverWebsocketDialer(u, cfg)
+				d, err := portforward.NewSPDYOverWebsocketDialerForStreaming(u, cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -91,13 +91,18 @@ func TestStreamProtocols(t *testing.T) {
 			}
 			stop, ready := make(chan struct{}), make(chan struct{})
 			var out, errOut bytes.Buffer
-			fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:8080"}, stop, ready, &out, &errOut)
+			fw, err := portforward.NewOnAddressesForStreaming(dialer, []string{"127.0.0.1"}, []string{"0:8080"}, stop, ready, &out, &errOut)
 			if err != nil {
 				t.Fatal(err)
 			}
 			done := make(chan error, 1)
 			go func() { done <- fw.ForwardPorts() }()
-			defer func() { close(stop); <-done }()
+			defer func() {
+				close(stop)
+				if err := <-done; err != nil {
+					t.Logf("port-forward ended: %v", err)
+				}
+			}()
 			select {
 			case <-ready:
 			case err := <-done:

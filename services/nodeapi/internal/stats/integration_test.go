@@ -30,10 +30,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// envRequire turns a missing Docker into a failure, as
-// controlplane.EnvRequire does for every suite of `make test`.
-const envRequire = "MICROLET_REQUIRE_CONTROLPLANE"
-
 // scrapeResource is one /metrics/resource scrape, parsed.
 func scrapeResource(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
