@@ -7,4 +7,10 @@
 //	n := node.Start(t, node.Options{Args: map[string][]string{"podsyncd": {"--resync-period=5s"}}})
 //	p := n.Create(n.Pod("web", corev1.RestartPolicyAlways, "sleep 3600"))
 //	n.WaitPod(p.Namespace, p.Name, "ready", node.Ready)
+//
+// Launch runs the same node outside `go test` (the conformance harness):
+// Config names everything Start derives from the test, ConnectedArgs are
+// the flags every connected node gets, and WaitReady and WaitKubeletPort
+// wait with a context. Start adds shorter podsyncd back-offs and resyncs
+// for tests; Launch leaves microlet's defaults.
 package node

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,18 +51,19 @@ type Node struct {
 	// Out collects microlet's output (every service's log).
 	Out *testenv.LockedBuffer
 
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *Process
 }
 
 // Binaries builds microlet and every service once per test binary.
 func Binaries(t testing.TB) string {
 	t.Helper()
-	pkgs := []string{"github.com/microlet/microlet/cmd/microlet"}
-	for _, c := range components.All {
-		pkgs = append(pkgs, "github.com/microlet/microlet/services/"+c.Name)
-	}
-	return testenv.Build(t, nil, pkgs...)
+	return testenv.Build(t, nil, Packages()...)
+}
+
+// testArgs shorten podsyncd's waits so tests of restarts and resyncs finish
+// in seconds.
+var testArgs = map[string][]string{
+	components.PodSyncd: {"--crashloop-backoff-initial=2s", "--crashloop-backoff-max=20s", "--resync-period=5s"},
 }
 
 // Start starts a node and waits until podsyncd serves and the Node is Ready.
@@ -85,50 +85,30 @@ func Start(t testing.TB, opts Options) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{
-		T: t, Name: "e2e-" + rand.String(5), Dir: dir, RunDir: filepath.Join(dir, "run"), ManifestDir: filepath.Join(dir, "manifests"),
-		LogDir: filepath.Join(dir, "logs"), Instance: "e2e-" + rand.String(8), CP: cp, Admin: admin,
-		Image: reg.Image(registry.Busybox), Bins: bins, Out: &testenv.LockedBuffer{}, done: make(chan struct{}),
+	name, out := "e2e-"+rand.String(5), &testenv.LockedBuffer{}
+	cfg := Config{
+		Name: name, Dir: dir, Bins: bins, Kubeconfig: cp.NodeKubeconfig(name),
+		ClientCAFile: filepath.Join(cp.PKI().Dir, "ca.crt"), Instance: "e2e-" + rand.String(8),
+		Args: map[string][]string{}, Out: out,
 	}
-	for _, d := range []string{n.RunDir, n.ManifestDir, n.LogDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	args := map[string][]string{
-		components.PodSyncd:    {"--pod-logs-dir=" + n.LogDir, "--crashloop-backoff-initial=2s", "--crashloop-backoff-max=20s", "--resync-period=5s"},
-		components.RuntimeShim: {"--docker-instance=" + n.Instance},
-		// Loopback, as the API server reaches the node at its InternalIP.
-		components.NodeStatusd: {"--node-ip=127.0.0.1"},
-		// A free port (the Node advertises the real one), and the cluster
-		// CA so the API server's kubelet client certificate authenticates.
-		components.NodeAPI: {"--address=127.0.0.1", "--port=0", "--client-ca-file=" + filepath.Join(cp.PKI().Dir, "ca.crt"), "--pod-logs-dir=" + n.LogDir},
+	for svc, a := range testArgs {
+		cfg.Args[svc] = append(cfg.Args[svc], a...)
 	}
 	for svc, extra := range opts.Args {
-		args[svc] = append(args[svc], extra...)
+		cfg.Args[svc] = append(cfg.Args[svc], extra...)
 	}
-	cfgPath := filepath.Join(dir, "microlet.yaml")
-	if err := os.WriteFile(cfgPath, []byte(argsYAML(args)), 0o600); err != nil {
+	n := &Node{
+		T: t, Name: name, Dir: dir, RunDir: cfg.RunDir(), ManifestDir: cfg.ManifestDir(),
+		LogDir: cfg.LogDir(), Instance: cfg.Instance, CP: cp, Admin: admin,
+		Image: reg.Image(registry.Busybox), Bins: bins, Out: out,
+	}
+	if n.proc, err = Launch(cfg); err != nil {
 		t.Fatal(err)
 	}
-	n.cmd = exec.Command(filepath.Join(bins, "microlet"), "run", "--config", cfgPath,
-		"--run-dir", n.RunDir, "--data-dir", filepath.Join(dir, "data"), "--node-name", n.Name,
-		"--kubeconfig", cp.NodeKubeconfig(n.Name), "--manifest-dir", n.ManifestDir, "--bin-dir", bins)
-	n.cmd.Stdout, n.cmd.Stderr = n.Out, n.Out
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = n.cmd.Wait(); close(n.done) }()
 	t.Cleanup(n.stop)
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cc, err := grpcclient.Dial(components.Endpoint(n.RunDir, components.PodSyncd))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	if err := grpcclient.WaitServing(wctx, cc, ""); err != nil {
+	if err := n.proc.WaitServing(wctx); err != nil {
 		t.Fatalf("podsyncd never served: %v\n%s", err, n.Out.String())
 	}
 	n.WaitReady()
@@ -148,18 +128,7 @@ func (n *Node) waitKubeletPort() {
 	defer cc.Close()
 	api := nodeapiv1.NewNodeAPIServiceClient(cc)
 	n.Eventually("the Node advertises nodeapi's port", 2*time.Minute, func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		info, err := api.GetServingInfo(ctx, &nodeapiv1.GetServingInfoRequest{})
-		if err != nil {
-			return false, err.Error()
-		}
-		node, err := n.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		got := node.Status.DaemonEndpoints.KubeletEndpoint.Port
-		return got == info.GetPort(), fmt.Sprintf("Node has %d, nodeapi serves %d", got, info.GetPort())
+		return kubeletPortAdvertised(context.Background(), api, n.Admin, n.Name)
 	})
 }
 
@@ -183,13 +152,7 @@ func argsYAML(args map[string][]string) string {
 }
 
 func (n *Node) stop() {
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.done:
-	case <-time.After(60 * time.Second):
-		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
-		<-n.done
-	}
+	n.proc.Stop(60 * time.Second)
 	if n.T.Failed() {
 		out := n.Out.String()
 		if len(out) > 60000 {
@@ -216,16 +179,7 @@ func RemoveDockerObjects(instance string) {
 func (n *Node) WaitReady() {
 	n.T.Helper()
 	n.Eventually("node Ready", 3*time.Minute, func() (bool, string) {
-		node, err := n.Admin.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, c.Message
-			}
-		}
-		return false, "no Ready condition"
+		return nodeReady(context.Background(), n.Admin, n.Name)
 	})
 }
 
@@ -313,4 +267,4 @@ func Ready(p *corev1.Pod) bool {
 }
 
 // PID is the process ID of `microlet run`.
-func (n *Node) PID() int { return n.cmd.Process.Pid }
+func (n *Node) PID() int { return n.proc.PID() }

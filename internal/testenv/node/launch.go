@@ -1,0 +1,211 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/grpcclient"
+	nodeapiv1 "github.com/microlet/microlet/proto/microlet/nodeapi/v1"
+)
+
+// Config is a node for Launch: what Start derives from the test and the
+// package's control plane, given explicitly, so a program (the conformance
+// harness) runs the very same node outside `go test`.
+type Config struct {
+	// Name is the node's name.
+	Name string
+	// Dir receives run/, data/, manifests/, logs/ and microlet.yaml.
+	Dir string
+	// Bins holds microlet and every service binary (Packages, built).
+	Bins string
+	// Kubeconfig is the node's credential (system:node:<Name>).
+	Kubeconfig string
+	// ClientCAFile is the CA nodeapi trusts for client certificates: the
+	// cluster's, so the API server's kubelet client certificate authenticates.
+	ClientCAFile string
+	// Instance labels the node's Docker objects (RemoveDockerObjects).
+	Instance string
+	// Args are extra flags per service, after ConnectedArgs'.
+	Args map[string][]string
+	// Out receives microlet's output (every service's log); nil discards it.
+	Out io.Writer
+}
+
+// RunDir, DataDir, ManifestDir and LogDir are the node's directories under Dir;
+// LogDir is the pod log root.
+func (c Config) RunDir() string      { return filepath.Join(c.Dir, "run") }
+func (c Config) DataDir() string     { return filepath.Join(c.Dir, "data") }
+func (c Config) ManifestDir() string { return filepath.Join(c.Dir, "manifests") }
+func (c Config) LogDir() string      { return filepath.Join(c.Dir, "logs") }
+
+// ConnectedArgs are the per-service flags of a node connected to a control
+// plane on loopback: its own pod log root and Docker label, node IP
+// 127.0.0.1 (the API server reaches the kubelet API at the InternalIP),
+// nodeapi on a free loopback port (the Node advertises the real one) with
+// the cluster CA as client CA.
+func ConnectedArgs(c Config) map[string][]string {
+	return map[string][]string{
+		components.PodSyncd:    {"--pod-logs-dir=" + c.LogDir()},
+		components.RuntimeShim: {"--docker-instance=" + c.Instance},
+		components.NodeStatusd: {"--node-ip=127.0.0.1"},
+		components.NodeAPI:     {"--address=127.0.0.1", "--port=0", "--client-ca-file=" + c.ClientCAFile, "--pod-logs-dir=" + c.LogDir()},
+	}
+}
+
+// Packages are the import paths of microlet and every service binary a
+// node runs; build them into one directory (Config.Bins).
+func Packages() []string {
+	pkgs := []string{"github.com/microlet/microlet/cmd/microlet"}
+	for _, c := range components.All {
+		pkgs = append(pkgs, "github.com/microlet/microlet/services/"+c.Name)
+	}
+	return pkgs
+}
+
+// Process is a running `microlet run` started by Launch.
+type Process struct {
+	Config
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Launch creates the node's directories and config file and starts
+// `microlet run` connected with ConnectedArgs plus c.Args, in its own
+// process group, killed with its parent (Pdeathsig). It returns at once;
+// WaitServing, WaitReady and WaitKubeletPort wait for the node.
+func Launch(c Config) (*Process, error) {
+	for _, d := range []string{c.RunDir(), c.ManifestDir(), c.LogDir()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	args := ConnectedArgs(c)
+	for svc, extra := range c.Args {
+		args[svc] = append(args[svc], extra...)
+	}
+	cfgPath := filepath.Join(c.Dir, "microlet.yaml")
+	if err := os.WriteFile(cfgPath, []byte(argsYAML(args)), 0o600); err != nil {
+		return nil, err
+	}
+	out := c.Out
+	if out == nil {
+		out = io.Discard
+	}
+	p := &Process{Config: c, done: make(chan struct{})}
+	p.cmd = exec.Command(filepath.Join(c.Bins, "microlet"), "run", "--config", cfgPath,
+		"--run-dir", c.RunDir(), "--data-dir", c.DataDir(), "--node-name", c.Name,
+		"--kubeconfig", c.Kubeconfig, "--manifest-dir", c.ManifestDir(), "--bin-dir", c.Bins)
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// PID is the process ID of `microlet run`.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Done is closed when `microlet run` has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Stop sends SIGTERM (the supervisor stops its services in reverse order)
+// and kills the whole process group when it has not exited after grace.
+func (p *Process) Stop(grace time.Duration) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// WaitServing waits until podsyncd, the last service to start, serves.
+func (p *Process) WaitServing(ctx context.Context) error {
+	cc, err := grpcclient.Dial(components.Endpoint(p.RunDir(), components.PodSyncd))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cc.Close() }()
+	return grpcclient.WaitServing(ctx, cc, "")
+}
+
+// WaitReady polls until the Node reports Ready; the error carries the
+// last thing seen.
+func WaitReady(ctx context.Context, admin kubernetes.Interface, name string) error {
+	return poll(ctx, "node Ready", func() (bool, string) { return nodeReady(ctx, admin, name) })
+}
+
+// WaitKubeletPort polls until the Node advertises the port nodeapi really
+// serves: the API server reaches the kubelet API there (logs, exec, ...).
+// nodestatusd learns it on its first sync after nodeapi listens.
+func WaitKubeletPort(ctx context.Context, admin kubernetes.Interface, runDir, name string) error {
+	cc, err := grpcclient.Dial(components.Endpoint(runDir, components.NodeAPI))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cc.Close() }()
+	api := nodeapiv1.NewNodeAPIServiceClient(cc)
+	return poll(ctx, "the Node advertises nodeapi's port", func() (bool, string) { return kubeletPortAdvertised(ctx, api, admin, name) })
+}
+
+func nodeReady(ctx context.Context, admin kubernetes.Interface, name string) (bool, string) {
+	node, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue, c.Message
+		}
+	}
+	return false, "no Ready condition"
+}
+
+func kubeletPortAdvertised(ctx context.Context, api nodeapiv1.NodeAPIServiceClient, admin kubernetes.Interface, name string) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	info, err := api.GetServingInfo(ctx, &nodeapiv1.GetServingInfoRequest{})
+	if err != nil {
+		return false, err.Error()
+	}
+	node, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	got := node.Status.DaemonEndpoints.KubeletEndpoint.Port
+	return got == info.GetPort(), fmt.Sprintf("Node has %d, nodeapi serves %d", got, info.GetPort())
+}
+
+// poll asks cond every 100 ms until it holds or ctx ends.
+func poll(ctx context.Context, what string, cond func() (bool, string)) error {
+	var last string
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		ok, msg := cond()
+		last = msg
+		return ok, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w (last: %s)", what, err, last)
+	}
+	return nil
+}
