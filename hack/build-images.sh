@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the FROM-scratch images of the compose dev box (deploy/compose):
 #   <repo>/<service>:<tag>  for podconfig statusd cloudsyncd runtime-shim nodestatusd nodeapi podsyncd
-#   <repo>/controlplane:<tag>  etcd + kube-apiserver + devbox
+#   <repo>/controlplane:<tag>  etcd + kube-apiserver + kube-scheduler +
+#                              kube-controller-manager + devbox
 # No base image is pulled: the binaries are static (CGO_ENABLED=0), except
 # Debian's etcd, which is staged with its dynamic loader and libraries.
 #
@@ -28,8 +29,10 @@ pkgs+=(./services/runtime-shim/pause)
 (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$node/bin/" "${pkgs[@]}")
 (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$cp/bin/devbox" ./deploy/compose/devbox)
 
-echo "build-images: kube-apiserver (cached by version)" >&2
-cp "$("$root/hack/build-kube-apiserver.sh")" "$cp/bin/kube-apiserver"
+for k in kube-apiserver kube-scheduler kube-controller-manager; do
+  echo "build-images: $k (cached by version)" >&2
+  cp "$("$root/hack/build-k8s.sh" "$k")" "$cp/bin/$k"
+done
 
 etcd=${MICROLET_ETCD:-$(command -v etcd || true)}
 [ -x "$etcd" ] || { echo "build-images: etcd not found; install Debian's etcd-server (make test-deps)" >&2; exit 1; }

@@ -173,7 +173,7 @@ func TestComposeDevBox(t *testing.T) {
 	})
 
 	manifests := t.TempDir()
-	ports := freePorts(t, 4)
+	ports := freePorts(t, 6)
 	b := &box{
 		compose: compose,
 		file:    filepath.Join(root, "deploy/compose/docker-compose.yaml"),
@@ -185,6 +185,8 @@ func TestComposeDevBox(t *testing.T) {
 			fmt.Sprintf("MICROLET_ETCD_PORT=%d", ports[1]),
 			fmt.Sprintf("MICROLET_ETCD_PEER_PORT=%d", ports[2]),
 			fmt.Sprintf("MICROLET_KUBELET_PORT=%d", ports[3]),
+			fmt.Sprintf("MICROLET_SCHEDULER_PORT=%d", ports[4]),
+			fmt.Sprintf("MICROLET_CONTROLLER_MANAGER_PORT=%d", ports[5]),
 			"MICROLET_MANIFEST_DIR=" + manifests,
 		},
 	}
@@ -237,7 +239,7 @@ func TestComposeDevBox(t *testing.T) {
 
 	// Every container healthy; the credentials step done.
 	deadline := time.Now().Add(5 * time.Minute)
-	want := append([]string{"etcd", "kube-apiserver"}, nodeServices...)
+	want := append([]string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager"}, nodeServices...)
 	for {
 		var bad []string
 		states := b.states()
@@ -294,6 +296,15 @@ func TestComposeDevBox(t *testing.T) {
 	if err != nil || !sar.Status.Allowed {
 		t.Errorf("the kubelet client may not use %s's kubelet API: %v %+v", node, err, sar)
 	}
+	// The controller manager works: a new namespace gets its default
+	// ServiceAccount from it (nothing else creates one there).
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "compose-test"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "default ServiceAccount of a new namespace", func() error {
+		_, err := cs.CoreV1().ServiceAccounts("compose-test").Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
 
 	nodeReal := answers("nodestatusd", func(ctx context.Context, cc *grpc.ClientConn) error {
 		_, err := nodestatusv1.NewNodeStatusServiceClient(cc).GetNode(ctx, &nodestatusv1.GetNodeRequest{})
@@ -443,6 +454,50 @@ func TestComposeKubeletFlags(t *testing.T) {
 	for _, svc := range []string{"podconfig", "cloudsyncd", "runtime-shim"} {
 		if c := file.Services[svc].DependsOn["bootstrap"].Condition; c != "service_completed_successfully" {
 			t.Errorf("%s does not wait for the bootstrap step (condition %q)", svc, c)
+		}
+	}
+}
+
+// TestComposeComponentFlags keeps the compose scheduler and controller
+// manager configured like the test control plane's (no Docker needed):
+// controlplane.SchedulerFlags and ControllerManagerFlags over the creds
+// volume, loopback HTTPS, started once the apiserver is healthy.
+func TestComposeComponentFlags(t *testing.T) {
+	data, err := os.ReadFile("docker-compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Services map[string]struct {
+			Entrypoint []string `yaml:"entrypoint"`
+			Command    []string `yaml:"command"`
+			DependsOn  map[string]struct {
+				Condition string `yaml:"condition"`
+			} `yaml:"depends_on"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	for name, flags := range map[string][]string{
+		controlplane.KubeScheduler:         controlplane.SchedulerFlags("/creds", "/creds/"+controlplane.ComponentKubeconfigFile(controlplane.KubeScheduler)),
+		controlplane.KubeControllerManager: controlplane.ControllerManagerFlags("/creds", "/creds/"+controlplane.ComponentKubeconfigFile(controlplane.KubeControllerManager)),
+	} {
+		svc, ok := file.Services[name]
+		if !ok {
+			t.Errorf("no %s service", name)
+			continue
+		}
+		if len(svc.Entrypoint) != 1 || svc.Entrypoint[0] != "/usr/local/bin/"+name {
+			t.Errorf("%s entrypoint %v", name, svc.Entrypoint)
+		}
+		for _, f := range append(flags, "--bind-address=127.0.0.1") {
+			if !slices.Contains(svc.Command, f) {
+				t.Errorf("%s lacks %s", name, f)
+			}
+		}
+		if c := svc.DependsOn["kube-apiserver"].Condition; c != "service_healthy" {
+			t.Errorf("%s does not wait for a healthy apiserver (condition %q)", name, c)
 		}
 	}
 }

@@ -68,6 +68,14 @@ func writeCredentials(dir, node, server string) error {
 	if err := controlplane.WriteKubeconfig(filepath.Join(dir, adminKubeconfig), server, pki.CACertPEM, "microlet-admin", ac, ak, ""); err != nil {
 		return err
 	}
+	// kube-scheduler's and kube-controller-manager's kubeconfigs (their own
+	// identities) and serving certificates, re-signed on every run like
+	// the kubeconfigs above, so a changed server address reaches them.
+	for _, c := range []string{controlplane.KubeScheduler, controlplane.KubeControllerManager} {
+		if err := pki.WriteComponentCredentials(c, filepath.Join(dir, controlplane.ComponentKubeconfigFile(c)), server); err != nil {
+			return err
+		}
+	}
 
 	// The node credential: a client certificate in the kubeconfig and a
 	// token for clients that prefer one; both name system:node:<node>.

@@ -72,6 +72,32 @@ func TestWriteCredentials(t *testing.T) {
 		t.Fatalf("serving certificate not valid for 127.0.0.1: %v", err)
 	}
 
+	// The scheduler's and controller manager's identities and serving
+	// certificates, named in the compose file.
+	for component, user := range map[string]string{controlplane.KubeScheduler: controlplane.SchedulerUser, controlplane.KubeControllerManager: controlplane.ControllerManagerUser} {
+		ccfg, err := clientcmd.LoadFromFile(filepath.Join(dir, controlplane.ComponentKubeconfigFile(component)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		auth := ccfg.AuthInfos[user]
+		if auth == nil || ccfg.Clusters[ccfg.Contexts[ccfg.CurrentContext].Cluster].Server != "https://127.0.0.1:16443" {
+			t.Fatalf("%s kubeconfig: users %v, clusters %v", component, ccfg.AuthInfos, ccfg.Clusters)
+		}
+		b, _ := pem.Decode(auth.ClientCertificateData)
+		ccert, err := x509.ParseCertificate(b.Bytes)
+		if err != nil || ccert.Subject.CommonName != user {
+			t.Fatalf("%s client certificate %v (%v), want CN %s", component, ccert.Subject, err, user)
+		}
+		pair, err := tls.LoadX509KeyPair(filepath.Join(dir, controlplane.ComponentServingCertFile(component)), filepath.Join(dir, controlplane.ComponentServingKeyFile(component)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := x509.ParseCertificate(pair.Certificate[0])
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "127.0.0.1"}); err != nil {
+			t.Fatalf("%s serving certificate not valid for 127.0.0.1: %v", component, err)
+		}
+	}
+
 	// A second run keeps the CA and the token; a new node name gets a new token.
 	tok, _ := os.ReadFile(filepath.Join(dir, nodeToken))
 	if err := writeCredentials(dir, "node-a", "https://127.0.0.1:16443"); err != nil {

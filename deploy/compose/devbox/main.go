@@ -136,9 +136,11 @@ func runProbe(args []string) error {
 // runBootstrap creates, once the apiserver answers, what the test control
 // plane's start creates beyond the apiserver's own objects
 // (controlplane.Bootstrap): the default namespace's ServiceAccount and
-// kube-root-ca.crt, which no controller-manager makes here, and the RBAC
-// that lets nodes authorize the apiserver's kubelet client. Errors are
-// retried until --timeout: the apiserver's own bootstrap can lag /readyz.
+// kube-root-ca.crt, which the controller manager would also make, so the
+// node can run pods at once, the RBAC that lets nodes authorize the
+// apiserver's kubelet client, and the one that lets the controller
+// manager approve nodes' own client-certificate CSRs. Errors are retried
+// until --timeout: the apiserver's own bootstrap can lag /readyz.
 func runBootstrap(args []string) error {
 	fs := flag.NewFlagSet("bootstrap", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "/creds/admin.kubeconfig", "admin kubeconfig")
@@ -159,8 +161,9 @@ func runBootstrap(args []string) error {
 	for {
 		err = controlplane.Bootstrap(ctx, cs, cfg.CAData)
 		if err == nil {
-			fmt.Printf("devbox: default ServiceAccount and %s in place; %s binds group %s to %s\n",
-				controlplane.RootCAConfigMap, controlplane.KubeletAPIAdminBinding, controlplane.KubeletClientGroup, controlplane.KubeletAPIAdminRole)
+			fmt.Printf("devbox: default ServiceAccount and %s in place; %s binds group %s to %s; %s binds %s to %s\n",
+				controlplane.RootCAConfigMap, controlplane.KubeletAPIAdminBinding, controlplane.KubeletClientGroup, controlplane.KubeletAPIAdminRole,
+				controlplane.NodeCertRotationBinding, controlplane.NodesGroup, controlplane.NodeCertRotationRole)
 			return nil
 		}
 		select {
