@@ -30,6 +30,11 @@ import (
 type Options struct {
 	// Args are extra flags per service, after the defaults Start gives.
 	Args map[string][]string
+	// ControlPlane is the cluster the node joins; nil means the package's
+	// controlplane.Get(t) (etcd and apiserver only). Pass
+	// controlplane.GetFull(t) for a node whose pods may come from
+	// Deployments, Jobs and the scheduler.
+	ControlPlane *controlplane.ControlPlane
 }
 
 // Node is one running microlet node.
@@ -70,7 +75,10 @@ var testArgs = map[string][]string{
 // Everything is stopped and removed when the test ends.
 func Start(t testing.TB, opts Options) *Node {
 	t.Helper()
-	cp := controlplane.Get(t)
+	cp := opts.ControlPlane
+	if cp == nil {
+		cp = controlplane.Get(t)
+	}
 	bins := Binaries(t)
 	reg := registry.Start(t)
 	ctx := context.Background()
