@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"github.com/prometheus/procfs"
@@ -254,16 +255,21 @@ func (b *Backend) containerStats(ctx context.Context, c *runtimeapi.Container) (
 	if sErr != nil {
 		return containerSample{}, toStatus(sErr, "stats of %s", c.Id)
 	}
-	if lErr != nil {
-		return containerSample{}, toStatus(lErr, "writable layer of %s", c.Id)
-	}
 	out.Cpu, out.Memory, out.Swap = criUsage(sample, st.memTotal)
-	out.WritableLayer = &runtimeapi.FilesystemUsage{
-		Timestamp: layer.at.UnixNano(), FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: rootDir},
-		UsedBytes: &runtimeapi.UInt64Value{Value: layer.bytes},
-	}
-	if layer.inodes != nil {
-		out.WritableLayer.InodesUsed = &runtimeapi.UInt64Value{Value: *layer.inodes}
+	out.WritableLayer = &runtimeapi.FilesystemUsage{Timestamp: nowNano(), FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: rootDir}}
+	switch {
+	case lErr == nil:
+		out.WritableLayer.Timestamp = layer.at.UnixNano()
+		out.WritableLayer.UsedBytes = &runtimeapi.UInt64Value{Value: layer.bytes}
+		if layer.inodes != nil {
+			out.WritableLayer.InodesUsed = &runtimeapi.UInt64Value{Value: *layer.inodes}
+		}
+	case cerrdefs.IsNotFound(lErr):
+		return containerSample{}, toStatus(lErr, "writable layer of %s", c.Id)
+	default:
+		// The CPU and memory sample is still worth answering; the layer's
+		// usage is left unknown.
+		b.log.Debug("writable layer usage unavailable", "container", c.Id, "err", lErr)
 	}
 	cs := containerSample{stats: out}
 	if sample != nil {

@@ -26,7 +26,10 @@ const statsRounds = 3
 // containers' one-shot stats asked one after another (what the shim did
 // before) and all at once. "cold" scrapes come 2.5 s after the previous
 // one, so no sample the shim may keep is young enough to reuse; "warm"
-// ones follow straight after another scrape. Run with -benchtime 1x:
+// ones follow straight after another scrape. It also times what the
+// writable layers' and the image store's usage cost Docker: inspect with
+// size=1 of every container, one after another, and /system/df. Run with
+// -benchtime 1x:
 //
 //	MICROLET_REQUIRE_CONTROLPLANE=1 go test -run '^$' -bench Stats -benchtime 1x ./services/runtime-shim/internal/server/
 func BenchmarkStats(b *testing.B) {
@@ -87,6 +90,18 @@ func benchStats(b *testing.B, env *shimtest.Env, sh *shimtest.Shim, tag string, 
 				}
 			}
 			return nil
+		}},
+		{"docker inspect size=1 each", false, func() error {
+			for _, id := range ids {
+				if _, err := env.Docker.ContainerInspect(ctx, id, client.ContainerInspectOptions{Size: true}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"docker system df", false, func() error {
+			_, err := env.Docker.DiskUsage(ctx, client.DiskUsageOptions{})
+			return err
 		}},
 		{"docker all at once", true, func() error {
 			errs := make([]error, len(ids))

@@ -105,15 +105,16 @@ func (p *dockerProxy) leave() {
 }
 
 // setGate makes the next stats calls wait until n of them are in flight;
-// after 30 s they go on regardless (and the test sees fewer in flight).
+// after 20 s they go on regardless (and the test sees fewer in flight),
+// before the shim would give up on them.
 func (p *dockerProxy) setGate(n int) {
 	p.mu.Lock()
-	p.gate, p.gateEnd, p.maxIn = n, time.Now().Add(30*time.Second), 0
+	p.gate, p.gateEnd, p.maxIn = n, time.Now().Add(20*time.Second), 0
 	clear(p.calls)
 	p.mu.Unlock()
 	go func() {
 		// Wake the waiters at the deadline.
-		time.Sleep(31 * time.Second)
+		time.Sleep(21 * time.Second)
 		p.mu.Lock()
 		p.cond.Broadcast()
 		p.mu.Unlock()
