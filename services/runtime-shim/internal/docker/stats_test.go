@@ -173,6 +173,10 @@ func TestCgroupV1(t *testing.T) {
 	if ok, _ := parent.holdsOnly(map[string]bool{pauseID: true}); ok {
 		t.Error("holdsOnly is true although another container's cgroup is there")
 	}
+	// A shared parent (a QoS class) holds other pods' cgroups.
+	if ok, _ := parent.parent().holdsOnly(map[string]bool{pauseID: true, ctrID: true}); ok {
+		t.Error("holdsOnly is true for a cgroup holding a pod's cgroup")
+	}
 	s, err := readCgroup(parent)
 	if err != nil {
 		t.Fatal(err)
