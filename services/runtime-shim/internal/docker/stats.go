@@ -34,8 +34,9 @@ const (
 	// itself subscribes to every container at once, so 64 is modest.
 	statsConcurrency = 64
 	// sampleFresh is how long a container's sample is reused for other
-	// callers: Docker has no newer one before its next tick, and the
-	// sample keeps Docker's own read time, so a client computing a CPU
+	// callers (overlapping scrapes, ListPodSandboxStats then
+	// ListContainerStats): Docker's own samples are a second apart, and a
+	// reused sample keeps Docker's read time, so a client computing a CPU
 	// rate from two samples is never misled.
 	sampleFresh = 2 * time.Second
 	// layerConcurrency bounds the size computations (inspect with
