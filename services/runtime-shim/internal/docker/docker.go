@@ -69,6 +69,9 @@ type Backend struct {
 
 	mu   sync.Mutex
 	logs map[string]*follower // container ID -> CRI log follower
+
+	statsOnce  sync.Once
+	statsState *statsState // samples and layer sizes shared by the stats calls
 }
 
 var (

@@ -69,16 +69,16 @@ type statsState struct {
 	rootDir string // Docker's root dir, once learnt
 }
 
-var backendStats sync.Map // *Backend -> *statsState
-
 func nowNano() int64 { return time.Now().UnixNano() }
 
+// stats is the backend's stats state, made on first use.
 func (b *Backend) stats() *statsState {
-	if s, ok := backendStats.Load(b); ok {
-		return s.(*statsState)
-	}
-	s, _ := backendStats.LoadOrStore(b, b.newStatsState(clock.RealClock{}, "/proc", "/sys/fs/cgroup"))
-	return s.(*statsState)
+	b.statsOnce.Do(func() {
+		if b.statsState == nil { // tests may set their own first
+			b.statsState = b.newStatsState(clock.RealClock{}, "/proc", "/sys/fs/cgroup")
+		}
+	})
+	return b.statsState
 }
 
 func (b *Backend) newStatsState(clk clock.PassiveClock, procRoot, cgroupRoot string) *statsState {
