@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -173,6 +174,14 @@ func TestComposeDevBox(t *testing.T) {
 	})
 
 	manifests := t.TempDir()
+	// podsyncd's data dir is a host directory at the same path inside
+	// (pods bind-mount what it prepares there); the containers write it
+	// as root, so it is removed by hand, after down.
+	podsyncdDir, err := os.MkdirTemp("/tmp", "composetest-podsyncd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(podsyncdDir) })
 	ports := freePorts(t, 6)
 	b := &box{
 		compose: compose,
@@ -188,6 +197,7 @@ func TestComposeDevBox(t *testing.T) {
 			fmt.Sprintf("MICROLET_SCHEDULER_PORT=%d", ports[4]),
 			fmt.Sprintf("MICROLET_CONTROLLER_MANAGER_PORT=%d", ports[5]),
 			"MICROLET_MANIFEST_DIR=" + manifests,
+			"MICROLET_PODSYNCD_DIR=" + podsyncdDir,
 		},
 	}
 	downDone := false
@@ -376,6 +386,12 @@ func TestComposeDevBox(t *testing.T) {
 		t.Log("mirror pod not checked: podconfig, statusd and nodestatusd do not all answer their real APIs yet")
 	}
 
+	if podsReal && nodeReal && runtimeReal {
+		deploymentRuns(ctx, t, cs, node)
+	} else {
+		t.Log("Deployment not checked: the node services do not all answer their real APIs yet")
+	}
+
 	down()
 	label := "label=com.docker.compose.project=" + b.project
 	for _, kind := range []string{"container", "network", "volume"} {
@@ -500,4 +516,63 @@ func TestComposeComponentFlags(t *testing.T) {
 			t.Errorf("%s does not wait for a healthy apiserver (condition %q)", name, c)
 		}
 	}
+}
+
+// deploymentRuns: a Deployment's pod is scheduled to the dev box's node
+// and runs there (with its service-account token volume and managed
+// /etc/hosts, which the host's Docker mounts from podsyncd's directory),
+// then goes away with the Deployment. The image is the pause image
+// runtime-shim makes sure of, so nothing needs pulling.
+func deploymentRuns(ctx context.Context, t *testing.T, cs kubernetes.Interface, node string) {
+	t.Helper()
+	sel := map[string]string{"app": "compose-web"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "compose-web", Namespace: metav1.NamespaceDefault},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "web", Image: "microlet.local/pause:1.0", ImagePullPolicy: corev1.PullIfNotPresent,
+				}}},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments(dep.Namespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := func() ([]corev1.Pod, error) {
+		l, err := cs.CoreV1().Pods(dep.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=compose-web"})
+		if err != nil {
+			return nil, err
+		}
+		return l.Items, nil
+	}
+	waitFor(ctx, t, "the Deployment's pod running on "+node, func() error {
+		ps, err := pods()
+		if err != nil {
+			return err
+		}
+		if len(ps) != 1 {
+			return fmt.Errorf("%d pods", len(ps))
+		}
+		p := ps[0]
+		if p.Spec.NodeName != node || p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("pod %s on %q, phase %s, %+v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.ContainerStatuses)
+		}
+		return nil
+	})
+	if err := cs.AppsV1().Deployments(dep.Namespace).Delete(ctx, dep.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the Deployment's pod gone", func() error {
+		ps, err := pods()
+		if err != nil {
+			return err
+		}
+		if len(ps) > 0 {
+			return fmt.Errorf("%d pods left", len(ps))
+		}
+		return nil
+	})
 }

@@ -20,6 +20,13 @@
 // MICROLET_KUBE_APISERVER or in the cache hack/build-kube-apiserver.sh fills;
 // etcd through MICROLET_ETCD or PATH.
 //
-// Start is the same machinery without the testing glue; hack/devcontrolplane
+// GetFull is Get with kube-scheduler and kube-controller-manager running
+// too, for tests that need a cluster's controllers (Deployments, the
+// namespace ServiceAccounts, CSR signing):
+//
+//	cp := controlplane.GetFull(t) // skips when a binary is missing
+//
+// Start is the same machinery without the testing glue
+// (Options.Scheduler, Options.ControllerManager); hack/devcontrolplane
 // uses it to run the control plane in the foreground for people.
 package controlplane
