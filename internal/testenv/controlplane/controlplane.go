@@ -580,6 +580,12 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 		"--profiling=false",
+		// On SIGTERM, drain ordinary requests (answering new ones with 429
+		// and Retry-After) and then give open connections 2 s, instead of
+		// waiting up to --request-timeout (60 s) for watches to end: the
+		// scheduler's and controller manager's watches never end on their
+		// own, so StopAPIServer took the full SIGKILL grace period.
+		"--shutdown-send-retry-after=true",
 	}
 	args = append(args, KubeletClientFlags(pki.Dir, cp.opts.VerifyKubeletServingCerts)...)
 	return append(args, cp.opts.ExtraAPIServerArgs...)

@@ -120,16 +120,16 @@ func checkKubeletClient(t *testing.T, cp *ControlPlane, f *fakeKubelet, wantPath
 // at all proves the apiserver prefers InternalIP.
 func registerKubeletNode(ctx context.Context, t *testing.T, admin kubernetes.Interface, name, ip string, port int32) {
 	t.Helper()
-	node, err := admin.CoreV1().Nodes().Create(ctx, newNode(name), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The status goes in with the create, as a kubelet registers: an
+	// update after it would race the controllers (node lifecycle, ttl)
+	// that change a new Node when the control plane runs them (GetFull).
+	node := newNode(name)
 	node.Status.Addresses = []corev1.NodeAddress{
 		{Type: corev1.NodeHostName, Address: name + ".invalid"},
 		{Type: corev1.NodeInternalIP, Address: ip},
 	}
 	node.Status.DaemonEndpoints.KubeletEndpoint.Port = port
-	if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+	if _, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
