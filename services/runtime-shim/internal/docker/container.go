@@ -55,6 +55,31 @@ func nsMode(mode runtimeapi.NamespaceMode, sandboxID string) string {
 	return ""
 }
 
+// pidTarget resolves the container whose PID namespace a TARGET container
+// joins (an ephemeral container with targetContainerName): one of this
+// shim's containers, in the same sandbox, running, as containerd demands.
+// Docker joins it with PidMode container:<id>.
+func (b *Backend) pidTarget(ctx context.Context, sandboxID, targetID string) (string, error) {
+	const field = "config.linux.security_context.namespace_options.target_id"
+	if targetID == "" {
+		return "", invalid(field, "is required with pid mode TARGET")
+	}
+	ct, err := b.inspectContainer(ctx, targetID)
+	if err != nil {
+		if status.Code(err) == codes.NotFound {
+			return "", status.Errorf(codes.NotFound, "%s: target container %q not found", field, targetID)
+		}
+		return "", err
+	}
+	if ct.Config.Labels[LabelSandboxID] != sandboxID {
+		return "", invalid(field, fmt.Sprintf("target container %s belongs to another sandbox", ct.ID))
+	}
+	if ct.State == nil || !ct.State.Running {
+		return "", status.Errorf(codes.FailedPrecondition, "%s: target container %s is not running", field, ct.ID)
+	}
+	return ct.ID, nil
+}
+
 // CreateContainer creates a container in the sandbox's namespaces.
 func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
 	c := req.GetConfig()
@@ -132,8 +157,12 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		hc.IpcMode = "private"
 	}
 	hc.PidMode = container.PidMode(nsMode(ns.GetPid(), sb.ID))
-	if ns.GetPid() == runtimeapi.NamespaceMode_TARGET && ns.TargetId != "" {
-		hc.PidMode = container.PidMode("container:" + ns.TargetId)
+	if ns.GetPid() == runtimeapi.NamespaceMode_TARGET {
+		target, err := b.pidTarget(ctx, sb.ID, ns.TargetId)
+		if err != nil {
+			return nil, err
+		}
+		hc.PidMode = container.PidMode("container:" + target)
 	}
 	for _, m := range c.Mounts {
 		mode := "rw"
