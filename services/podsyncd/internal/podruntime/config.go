@@ -214,6 +214,12 @@ func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 	if err != nil {
 		return nil, err
 	}
+	// Last, so a configuration error leaves no message file behind.
+	if term, err := m.terminationMessageMount(pod, c); err != nil {
+		return nil, err
+	} else if term != nil {
+		mounts = append(mounts, term)
+	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restarts)},
 		Image:       &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image},

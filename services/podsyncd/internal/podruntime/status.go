@@ -38,6 +38,9 @@ type ContainerStatus struct {
 	Reason     string
 	Message    string
 	Init       bool
+	// Resources are the CPU and memory settings the runtime reports for the
+	// container (nil when it reports none).
+	Resources *ContainerResources
 }
 
 // SandboxStatus is what the runtime says about one pod sandbox.
@@ -172,6 +175,17 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, 
 		}
 		if s.Metadata != nil {
 			cs.Attempt = int(s.Metadata.Attempt)
+		}
+		cs.Resources = containerResources(s.Resources)
+		if s.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			// The kubelet appends the container's own termination message
+			// to the runtime's.
+			if tm := terminationMessage(ctx, s); tm != "" {
+				if cs.Message != "" {
+					cs.Message += ": "
+				}
+				cs.Message += tm
+			}
 		}
 		if n, err := strconv.Atoi(s.Annotations[AnnotationRestarts]); err == nil && n > cs.Attempt {
 			cs.Attempt = n
