@@ -40,7 +40,9 @@ type Probes interface {
 // Generate builds the API status.
 func Generate(in Input) corev1.PodStatus {
 	pod := in.Pod
-	st := corev1.PodStatus{QOSClass: resources.QOSClass(pod)}
+	// The status reflects this generation of the spec (the kubelet's
+	// PodObservedGenerationTracking, GA in 1.35).
+	st := corev1.PodStatus{QOSClass: resources.QOSClass(pod), ObservedGeneration: pod.Generation}
 	if sb := in.Runtime.ReadySandbox(); sb != nil && !pod.Spec.HostNetwork {
 		st.PodIP = sb.IP
 		for _, ip := range sb.IPs {
@@ -59,12 +61,16 @@ func Generate(in Input) corev1.PodStatus {
 	}
 	if in.Previous != nil && in.Previous.StartTime != nil {
 		st.StartTime = in.Previous.StartTime
+	} else if pod.Status.StartTime != nil {
+		// Reported before podsyncd restarted: the pod started then.
+		st.StartTime = pod.Status.StartTime
 	} else if len(in.Runtime.Sandboxes) > 0 || len(in.Runtime.Containers) > 0 {
 		t := metav1.NewTime(in.Now.Truncate(time.Second))
 		st.StartTime = &t
 	}
 	st.InitContainerStatuses = containerStatuses(in, pod.Spec.InitContainers, true)
 	st.ContainerStatuses = containerStatuses(in, pod.Spec.Containers, false)
+	st.EphemeralContainerStatuses = ephemeralStatuses(in)
 	st.Phase = Phase(pod, st.InitContainerStatuses, st.ContainerStatuses)
 	if in.Terminal && st.Phase != corev1.PodSucceeded && st.Phase != corev1.PodFailed {
 		st.Phase = corev1.PodFailed
@@ -74,6 +80,41 @@ func Generate(in Input) corev1.PodStatus {
 	}
 	st.Conditions = conditions(in, &st)
 	return st
+}
+
+// ephemeralStatuses are the statuses of the ephemeral containers, as the
+// kubelet reports them: never restarted, so an exited one stays terminated;
+// no probes, so never ready (started unset); waiting for their first start
+// with PodInitializing when the pod has init containers, else
+// ContainerCreating, or the reason their start failed. They count for
+// neither the phase nor the conditions.
+func ephemeralStatuses(in Input) []corev1.ContainerStatus {
+	if len(in.Pod.Spec.EphemeralContainers) == 0 {
+		return nil
+	}
+	specs := make([]corev1.Container, 0, len(in.Pod.Spec.EphemeralContainers))
+	for i := range in.Pod.Spec.EphemeralContainers {
+		specs = append(specs, corev1.Container(in.Pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
+	}
+	out := containerStatuses(in, specs, false)
+	for i := range out {
+		cs := &out[i]
+		cs.Ready, cs.Started = false, nil
+		latest := in.Runtime.Latest(cs.Name)
+		switch {
+		case latest == nil:
+			if _, ok := in.Reasons[cs.Name]; !ok {
+				cs.State.Waiting.Reason = "ContainerCreating"
+				if len(in.Pod.Spec.InitContainers) > 0 {
+					cs.State.Waiting.Reason = "PodInitializing"
+				}
+			}
+		case latest.State == podruntime.StateExited:
+			cs.State = corev1.ContainerState{Terminated: terminated(in, latest)}
+			cs.LastTerminationState = corev1.ContainerState{}
+		}
+	}
+	return out
 }
 
 func allSucceeded(cs []corev1.ContainerStatus) bool {
@@ -100,6 +141,7 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 			cs.ContainerID = in.ContainerID(latest.ID)
 			cs.ImageID = latest.ImageRef
 			cs.RestartCount = int32(latest.Attempt)
+			setResources(&cs, c, latest, previousStatus(in.Previous, c.Name))
 			switch latest.State {
 			case podruntime.StateRunning:
 				cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(latest.StartedAt)}
@@ -290,7 +332,7 @@ func conditions(in Input, st *corev1.PodStatus) []corev1.PodCondition {
 			s = corev1.ConditionTrue
 			reason = ""
 		}
-		c := corev1.PodCondition{Type: t, Status: s, Reason: reason, LastTransitionTime: now}
+		c := corev1.PodCondition{Type: t, Status: s, Reason: reason, LastTransitionTime: now, ObservedGeneration: in.Pod.Generation}
 		if p, found := prev[t]; found && p.Status == s {
 			c.LastTransitionTime = p.LastTransitionTime
 		}

@@ -1,0 +1,119 @@
+package podstatus
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
+)
+
+func TestObservedGeneration(t *testing.T) {
+	p := pod(corev1.RestartPolicyAlways)
+	p.Generation = 7
+	rt := podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("a", podruntime.StateRunning, 0, 0)}}
+	st := gen(p, rt, nil, false)
+	if st.ObservedGeneration != 7 {
+		t.Errorf("status observedGeneration = %d, want 7", st.ObservedGeneration)
+	}
+	if len(st.Conditions) == 0 {
+		t.Fatal("no conditions")
+	}
+	for _, c := range st.Conditions {
+		if c.ObservedGeneration != 7 {
+			t.Errorf("condition %s observedGeneration = %d, want 7", c.Type, c.ObservedGeneration)
+		}
+	}
+}
+
+func TestStartTimeSurvivesRestart(t *testing.T) {
+	p := pod(corev1.RestartPolicyAlways)
+	started := metav1.NewTime(time.Unix(500, 0))
+	p.Status.StartTime = &started
+	rt := podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("a", podruntime.StateRunning, 0, 0)}}
+	// No previous status (podsyncd restarted): the API's start time stays.
+	if st := gen(p, rt, nil, false); st.StartTime == nil || !st.StartTime.Equal(&started) {
+		t.Fatalf("startTime = %v, want %v", st.StartTime, started)
+	}
+}
+
+func TestContainerStatusResources(t *testing.T) {
+	q := resource.MustParse
+	p := pod(corev1.RestartPolicyAlways)
+	p.Spec.InitContainers = []corev1.Container{{Name: "init"}}
+	p.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: q("100m"), corev1.ResourceMemory: q("32Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: q("200m"), corev1.ResourceMemory: q("64Mi")},
+	}
+	reported := &podruntime.ContainerResources{CPURequest: ptrQ("100m"), CPULimit: ptrQ("300m"), MemoryLimit: ptrQ("128Mi")}
+	running := cs("a", podruntime.StateRunning, 0, 0)
+	running.Resources = reported
+	exited := cs("a", podruntime.StateExited, 1, 0)
+	exited.Resources = reported
+	initDone := cs("init", podruntime.StateExited, 0, 0)
+	initDone.Init = true
+
+	t.Run("running: the runtime's values, memory request from the spec", func(t *testing.T) {
+		st := gen(p, podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{initDone, running, cs("b", podruntime.StateRunning, 0, 0)}}, nil, false)
+		a := st.ContainerStatuses[0]
+		want := corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: q("100m"), corev1.ResourceMemory: q("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: q("300m"), corev1.ResourceMemory: q("128Mi")},
+		}
+		if a.Resources == nil || !equality.Semantic.DeepEqual(*a.Resources, want) {
+			t.Errorf("resources = %+v, want %+v", a.Resources, want)
+		}
+		if !equality.Semantic.DeepEqual(a.AllocatedResources, p.Spec.Containers[0].Resources.Requests) {
+			t.Errorf("allocatedResources = %v, want the requests", a.AllocatedResources)
+		}
+		// A BestEffort container and a finished init container report
+		// empty resources, never none (e2e helpers dereference them).
+		if b := st.ContainerStatuses[1]; b.Resources == nil || b.AllocatedResources != nil {
+			t.Errorf("best-effort container: resources %v allocated %v, want empty and none", b.Resources, b.AllocatedResources)
+		}
+		if i := st.InitContainerStatuses[0]; i.Resources == nil {
+			t.Errorf("init container: resources nil")
+		}
+	})
+	t.Run("not running: the spec's", func(t *testing.T) {
+		st := gen(p, podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{initDone, exited}}, nil, false)
+		a := st.ContainerStatuses[0]
+		if a.Resources == nil || !equality.Semantic.DeepEqual(*a.Resources, p.Spec.Containers[0].Resources) {
+			t.Errorf("resources = %+v, want the spec's", a.Resources)
+		}
+	})
+	t.Run("runtime silent: previous values of the same instance kept", func(t *testing.T) {
+		silent := cs("a", podruntime.StateRunning, 0, 0)
+		prev := gen(p, podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{initDone, running}}, nil, false)
+		st := Generate(Input{Pod: p, Runtime: &podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{initDone, silent}},
+			ContainerID: func(id string) string { return "docker://" + id }, Now: time.Unix(1000, 0), Previous: &prev})
+		if got := st.ContainerStatuses[0].Resources.Limits[corev1.ResourceCPU]; got.Cmp(q("300m")) != 0 {
+			t.Errorf("cpu limit = %s, want the previously reported 300m", got.String())
+		}
+	})
+	t.Run("tiny CPU limit both ways: the spec's stays", func(t *testing.T) {
+		tiny := p.DeepCopy()
+		tiny.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = q("5m")
+		r := cs("a", podruntime.StateRunning, 0, 0)
+		r.Resources = &podruntime.ContainerResources{CPULimit: ptrQ("10m")}
+		st := gen(tiny, podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{initDone, r}}, nil, false)
+		if got := st.ContainerStatuses[0].Resources.Limits[corev1.ResourceCPU]; got.Cmp(q("5m")) != 0 {
+			t.Errorf("cpu limit = %s, want the spec's 5m", got.String())
+		}
+	})
+	t.Run("never created: no resources yet", func(t *testing.T) {
+		st := gen(p, podruntime.PodStatus{}, nil, false)
+		if r := st.ContainerStatuses[0].Resources; r != nil {
+			t.Errorf("resources = %+v for a container that does not exist", r)
+		}
+	})
+}
+
+func ptrQ(s string) *resource.Quantity {
+	v := resource.MustParse(s)
+	return &v
+}
