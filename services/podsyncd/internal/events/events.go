@@ -124,5 +124,11 @@ func ContainerRef(pod *corev1.Pod, c *corev1.Container) *corev1.ObjectReference 
 			}
 		}
 	}
+	for i := range pod.Spec.EphemeralContainers {
+		if pod.Spec.EphemeralContainers[i].Name == c.Name {
+			ref.FieldPath = fmt.Sprintf("spec.ephemeralContainers{%s}", c.Name)
+			return ref
+		}
+	}
 	return ref
 }

@@ -169,7 +169,9 @@ func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container) ([]*runtimeapi.Mo
 // expand is $(VAR) expansion of command and args.
 func expand(s string, vals map[string]string) string { return envvars.Expand(s, vals) }
 
-func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev1.Container, init bool, restarts int, imageRef, sandboxID string) (*runtimeapi.ContainerConfig, error) {
+// containerConfig is the CRI config of c. target is the runtime ID of the
+// container whose PID namespace an ephemeral container joins ("" for none).
+func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev1.Container, kind containerKind, restarts int, imageRef, sandboxID, target string) (*runtimeapi.ContainerConfig, error) {
 	info := m.podInfo(ctx, sandboxID)
 	var err error
 	if info.ServiceEnv, err = envvars.ServiceEnv(pod, m.opts.Services); err != nil {
@@ -210,7 +212,13 @@ func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 	if err := securitycontext.VerifyNonRoot(pod, c, user); err != nil {
 		return nil, err
 	}
-	sc, err := securitycontext.Container(pod, c, user, namespaceOptions(pod), m.opts.Security)
+	ns := namespaceOptions(pod)
+	// An ephemeral container with a target joins the target's PID
+	// namespace, unless the pod already shares one (the pod's or the host's).
+	if target != "" && ns.Pid == runtimeapi.NamespaceMode_CONTAINER {
+		ns.Pid, ns.TargetId = runtimeapi.NamespaceMode_TARGET, target
+	}
+	sc, err := securitycontext.Container(pod, c, user, ns, m.opts.Security)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +236,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 		WorkingDir:  c.WorkingDir,
 		Envs:        envs,
 		Mounts:      mounts,
-		Labels:      containerLabels(pod, c, init),
+		Labels:      containerLabels(pod, c, kind),
 		Annotations: containerAnnotations(pod, c, restarts),
 		LogPath:     containerLogPath(c.Name, restarts),
 		Stdin:       c.Stdin,

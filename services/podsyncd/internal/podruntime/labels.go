@@ -26,6 +26,17 @@ const (
 	AnnotationPolicy    = "io.kubernetes.container.terminationMessagePolicy"
 	containerTypeInit   = "init"
 	containerTypeNormal = "container"
+	// containerTypeEphemeral marks an ephemeral container (kubectl debug).
+	containerTypeEphemeral = "ephemeral"
+)
+
+// containerKind is the list of the pod spec a container comes from.
+type containerKind int
+
+const (
+	kindRegular containerKind = iota
+	kindInit
+	kindEphemeral
 )
 
 // sandboxLabels are the pod's labels plus the identity labels.
@@ -40,10 +51,13 @@ func sandboxLabels(pod *corev1.Pod) map[string]string {
 	return l
 }
 
-func containerLabels(pod *corev1.Pod, c *corev1.Container, init bool) map[string]string {
+func containerLabels(pod *corev1.Pod, c *corev1.Container, kind containerKind) map[string]string {
 	t := containerTypeNormal
-	if init {
+	switch kind {
+	case kindInit:
 		t = containerTypeInit
+	case kindEphemeral:
+		t = containerTypeEphemeral
 	}
 	return map[string]string{
 		LabelPodName:       pod.Name,

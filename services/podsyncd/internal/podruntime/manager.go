@@ -222,6 +222,8 @@ type Actions struct {
 	InitFailed bool
 	// Start lists the indexes of regular containers to start.
 	Start []int
+	// StartEphemeral lists the indexes of ephemeral containers to start.
+	StartEphemeral []int
 	// Kill maps container IDs to kill to the reason.
 	Kill map[string]string
 	// KillGrace overrides the grace period of some kills (a probe's
@@ -290,6 +292,14 @@ func (m *Manager) ComputePodActions(pod *corev1.Pod, st *PodStatus) Actions {
 		return a
 	}
 
+	// Ephemeral containers start even while init containers run, and only
+	// once: any instance in the runtime, whatever its state, means started.
+	for i := range pod.Spec.EphemeralContainers {
+		if st.Latest(pod.Spec.EphemeralContainers[i].Name) == nil {
+			a.StartEphemeral = append(a.StartEphemeral, i)
+		}
+	}
+
 	// Init containers run one at a time, in order; sidecars keep running.
 	initDone := true
 	for i := range pod.Spec.InitContainers {
@@ -320,7 +330,9 @@ func (m *Manager) ComputePodActions(pod *corev1.Pod, st *PodStatus) Actions {
 		}
 		initDone = false
 		if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+			// The pod is done: nothing more starts in it.
 			a.InitFailed = true
+			a.StartEphemeral = nil
 		} else {
 			a.NextInit = i
 		}
@@ -447,13 +459,19 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) S
 		res.fail(err)
 		return res
 	}
+	// Ephemeral containers go first, as upstream's do, so a debugger starts
+	// even when an init container cannot.
+	for _, i := range a.StartEphemeral {
+		c := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		m.startOne(ctx, pod, c, kindEphemeral, st, sandboxID, sbConfig, &res)
+	}
 	if a.NextInit >= 0 {
 		c := &pod.Spec.InitContainers[a.NextInit]
-		m.startOne(ctx, pod, c, true, st, sandboxID, sbConfig, &res)
+		m.startOne(ctx, pod, c, kindInit, st, sandboxID, sbConfig, &res)
 		return res
 	}
 	for _, i := range a.Start {
-		m.startOne(ctx, pod, &pod.Spec.Containers[i], false, st, sandboxID, sbConfig, &res)
+		m.startOne(ctx, pod, &pod.Spec.Containers[i], kindRegular, st, sandboxID, sbConfig, &res)
 	}
 	return res
 }
@@ -474,7 +492,7 @@ func backoffKey(pod *corev1.Pod, c *corev1.Container) string {
 	return string(pod.UID) + "_" + c.Name + "_" + HashContainer(c)
 }
 
-func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Container, init bool, st *PodStatus, sandboxID string, sbConfig *runtimeapi.PodSandboxConfig, res *SyncResult) {
+func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Container, kind containerKind, st *PodStatus, sandboxID string, sbConfig *runtimeapi.PodSandboxConfig, res *SyncResult) {
 	prev := st.Latest(c.Name)
 	restarts := 0
 	if prev != nil {
@@ -506,7 +524,14 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 		res.fail(err)
 		return
 	}
-	cfg, err := m.containerConfig(ctx, pod, c, init, restarts, imageRef, sandboxID)
+	target, err := pidTarget(pod, c, kind, st)
+	if err != nil {
+		m.containerEvent(pod, c, "", corev1.EventTypeWarning, events.Failed, "Error: "+err.Error())
+		m.setReason(pod.UID, c.Name, &Reason{ReasonCreateConfigError, err.Error()})
+		res.fail(err)
+		return
+	}
+	cfg, err := m.containerConfig(ctx, pod, c, kind, restarts, imageRef, sandboxID, target)
 	if err != nil {
 		m.containerEvent(pod, c, "", corev1.EventTypeWarning, events.Failed, "Error: "+err.Error())
 		m.setReason(pod.UID, c.Name, &Reason{ReasonCreateConfigError, err.Error()})
@@ -539,6 +564,28 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 			res.fail(fmt.Errorf("postStart hook of %s: %w", c.Name, err))
 		}
 	}
+}
+
+// pidTarget is the runtime ID of the container whose process namespace an
+// ephemeral container with targetContainerName shares: the target's newest
+// instance, as upstream takes it; the runtime refuses one that is not
+// running. "" when there is no target.
+func pidTarget(pod *corev1.Pod, c *corev1.Container, kind containerKind, st *PodStatus) (string, error) {
+	if kind != kindEphemeral {
+		return "", nil
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		ec := &pod.Spec.EphemeralContainers[i]
+		if ec.Name != c.Name || ec.TargetContainerName == "" {
+			continue
+		}
+		t := st.Latest(ec.TargetContainerName)
+		if t == nil {
+			return "", fmt.Errorf("unable to find target container %s", ec.TargetContainerName)
+		}
+		return t.ID, nil
+	}
+	return "", nil
 }
 
 // ensureImage pulls the image as imagePullPolicy says.
@@ -666,6 +713,11 @@ func findContainer(pod *corev1.Pod, name string) *corev1.Container {
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == name {
 			return &pod.Spec.InitContainers[i]
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		if pod.Spec.EphemeralContainers[i].Name == name {
+			return (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
 		}
 	}
 	return nil
