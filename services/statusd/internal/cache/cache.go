@@ -259,7 +259,13 @@ func (c *Cache) SetPodStatus(pod *corev1.Pod, status *corev1.PodStatus) (uint64,
 	if err := validatePod(pod); err != nil {
 		return 0, err
 	}
-	return c.update(pod, false, func(*Entry, bool) (corev1.PodStatus, error) { return *status, nil })
+	return c.update(pod, false, func(*Entry, bool) (corev1.PodStatus, error) {
+		st := *status
+		// The status manager stamps the generation of the spec the status
+		// was computed from (PodObservedGenerationTracking, GA in 1.35).
+		st.ObservedGeneration = pod.Generation
+		return st, nil
+	})
 }
 
 // TerminatePod marks the pod's unfinished containers as terminated and, for a

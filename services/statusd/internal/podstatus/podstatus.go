@@ -229,7 +229,8 @@ func Normalize(pod *corev1.Pod, st *corev1.PodStatus) {
 }
 
 // EqualByKubelet compares two normalised statuses on what the kubelet owns:
-// kubelet and shared conditions by status, reason and message (not times),
+// kubelet and shared conditions by status, reason, message and observed
+// generation (not times),
 // and every other field except the ones controllers own (other conditions,
 // resource claim statuses).
 func EqualByKubelet(a, b *corev1.PodStatus) bool {
@@ -248,7 +249,7 @@ func EqualByKubelet(a, b *corev1.PodStatus) bool {
 	}
 	for t, x := range ca {
 		y, ok := cb[t]
-		if !ok || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message {
+		if !ok || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
 			return false
 		}
 	}

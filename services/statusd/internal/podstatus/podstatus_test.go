@@ -199,6 +199,11 @@ func TestEqualByKubeletAndReconcile(t *testing.T) {
 	if NeedsReconcile(api, &ours) {
 		t.Fatal("foreign condition or transition time caused a reconcile")
 	}
+	gen := api.DeepCopy()
+	gen.Status.Conditions[0].ObservedGeneration = 2
+	if !NeedsReconcile(gen, &ours) {
+		t.Fatal("a kubelet condition's observedGeneration difference not seen")
+	}
 	api.Status.Phase = corev1.PodPending
 	if !NeedsReconcile(api, &ours) {
 		t.Fatal("phase difference not seen")
