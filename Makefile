@@ -73,3 +73,13 @@ compose-up: images ## start the compose dev box: etcd, kube-apiserver and every 
 
 compose-down: ## stop the compose dev box and remove its containers and volumes
 	$(COMPOSE) $(COMPOSE_ARGS) down -v --remove-orphans
+
+# Kubernetes' own e2e suite on a cluster whose only node is microlet
+# (test/conformance, docs/conformance.md). FOCUS, SKIP, PROCS, RESULTS,
+# DRY_RUN: see hack/conformance.sh.
+.PHONY: conformance conformance-report
+conformance: ## run the sig-node [Conformance] e2e specs against one microlet node; rewrites docs/conformance.md (FOCUS/SKIP/PROCS pick others)
+	hack/conformance.sh
+
+conformance-report: ## regenerate docs/conformance.md from a run's junit file (JUNIT=_output/conformance/junit_01.xml)
+	hack/conformance-report.sh $(JUNIT)

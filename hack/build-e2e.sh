@@ -5,10 +5,11 @@
 #   hack/build-e2e.sh e2e.test   the suite, a test binary of k8s.io/kubernetes/test/e2e
 #                                (cold: ~15-25 min on 2 shared cores)
 #   hack/build-e2e.sh agnhost    the suite's multi-purpose test image program, static
+#   hack/build-e2e.sh nonewprivs the program of the nonewprivs test image, static
 #   hack/build-e2e.sh ginkgo     the ginkgo CLI at the version the suite links
 #                                (it runs e2e.test in parallel processes)
 set -euo pipefail
-name=${1:?usage: hack/build-e2e.sh e2e.test|agnhost|ginkgo}
+name=${1:?usage: hack/build-e2e.sh e2e.test|agnhost|nonewprivs|ginkgo}
 root=$(cd "$(dirname "$0")/.." && pwd)
 mod="$root/test/conformance/upstream"
 modversion() { sed -nE "s#^[[:space:]]*(require[[:space:]]+)?$1 (v[^[:space:]]+).*#\2#p" "$mod/go.mod" | head -1; }
@@ -17,10 +18,11 @@ k8s=$(modversion k8s.io/kubernetes)
 case "$name" in
   e2e.test) version=$k8s; pkg=k8s.io/kubernetes/test/e2e ;;
   agnhost)  version=$k8s; pkg=k8s.io/kubernetes/test/images/agnhost ;;
+  nonewprivs) version=$k8s; pkg=k8s.io/kubernetes/test/images/nonewprivs ;;
   # The version the suite links, from the module graph (an indirect
   # requirement need not be listed in go.mod).
   ginkgo)   version=$(cd "$mod" && GOWORK=off GOFLAGS=-mod=mod go list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2); pkg=github.com/onsi/ginkgo/v2/ginkgo ;;
-  *) echo "build-e2e: unknown program $name (e2e.test, agnhost or ginkgo)" >&2; exit 2 ;;
+  *) echo "build-e2e: unknown program $name (e2e.test, agnhost, nonewprivs or ginkgo)" >&2; exit 2 ;;
 esac
 [ -n "$version" ] || { echo "build-e2e: no version for $name in $mod/go.mod" >&2; exit 1; }
 cache="${MICROLET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/microlet}/$name/$version"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Regenerates docs/conformance.md from the junit file(s) of conformance runs
+# (no cluster, no suite: the report alone). meta.json beside each junit file
+# (the harness writes it) adds versions and timings.
+#
+#   hack/conformance-report.sh [[NAME=]JUNIT ...]
+#       default: microlet=_output/conformance/junit_01.xml
+#       more columns: microlet=a/junit_01.xml "kubelet on runtime-shim=b/junit_01.xml"
+#   OUT=FILE  where to write (default docs/conformance.md)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+[ $# -gt 0 ] || set -- microlet=_output/conformance/junit_01.xml
+args=()
+for j in "$@"; do args+=(-junit "$j"); done
+go run ./test/conformance/cmd/conformance report "${args[@]}" -reasons test/conformance/reasons.yaml -o "${OUT:-docs/conformance.md}"
+echo "conformance-report: wrote ${OUT:-docs/conformance.md}" >&2

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# make conformance: Kubernetes' own e2e suite against a cluster whose only
+# node is microlet (test/conformance, docs/conformance.md).
+#
+# Builds or reuses what it needs (hack/install-test-deps.sh: etcd, the
+# control-plane binaries, e2e.test, agnhost, nonewprivs; the ginkgo CLI when
+# PROCS > 1),
+# imports the test images offline, starts etcd, kube-apiserver,
+# kube-scheduler, kube-controller-manager and one microlet node, runs the
+# selection and prints passed / failed / skipped. Exit status 1 when a spec
+# failed. The default selection also rewrites docs/conformance.md.
+#
+#   FOCUS=RE      specs to run      (default: '\[sig-node\].*\[Conformance\]')
+#   SKIP=RE       specs to leave out (default: '\[Serial\]|\[Disruptive\]|\[Flaky\]')
+#   PROCS=N       parallel suite processes (default 3; 1 runs e2e.test alone)
+#   RESULTS=DIR   junit, suite output, microlet and control-plane logs
+#                 (default _output/conformance; emptied at start)
+#   REPORT=FILE   write the Markdown report there (default: docs/conformance.md
+#                 for the default selection, RESULTS/conformance.md otherwise)
+#   DRY_RUN=1     list the selected specs, start nothing
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.. && pwd)
+cd "$root"
+default_focus='\[sig-node\].*\[Conformance\]'
+default_skip='\[Serial\]|\[Disruptive\]|\[Flaky\]'
+focus=${FOCUS:-$default_focus}
+skip=${SKIP-$default_skip}
+procs=${PROCS:-3}
+results=${RESULTS:-_output/conformance}
+if [ -z "${REPORT:-}" ]; then
+  if [ "$focus" = "$default_focus" ] && [ "$skip" = "$default_skip" ]; then REPORT=docs/conformance.md; else REPORT=$results/conformance.md; fi
+fi
+
+hack/install-test-deps.sh
+e2e=$(hack/build-e2e.sh e2e.test)
+agnhost=$(hack/build-e2e.sh agnhost)
+nonewprivs=$(hack/build-e2e.sh nonewprivs)
+ginkgo=""
+[ "$procs" -le 1 ] || ginkgo=$(hack/build-e2e.sh ginkgo)
+version=$(sed -nE 's/^[[:space:]]*(require[[:space:]]+)?k8s.io\/kubernetes (v[^[:space:]]+).*/\2/p' test/conformance/upstream/go.mod | head -1)
+
+# Built, then exec'd: `go run` would turn Ctrl-C into exit status 1 before
+# the harness has stopped the cluster.
+mkdir -p bin
+go build -o bin/conformance ./test/conformance/cmd/conformance
+args=(run -e2e-test "$e2e" -agnhost "$agnhost" -nonewprivs "$nonewprivs" -procs "$procs" -focus "$focus" -skip "$skip"
+      -results "$results" -e2e-version "$version")
+[ -z "$ginkgo" ] || args+=(-ginkgo "$ginkgo")
+[ "${DRY_RUN:-}" != 1 ] || args+=(-dry-run)
+[ "${DRY_RUN:-}" = 1 ] || args+=(-report "$REPORT")
+exec bin/conformance "${args[@]}"

@@ -1,0 +1,95 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/microlet/microlet/internal/testenv/controlplane"
+	"github.com/microlet/microlet/internal/testenv/node"
+)
+
+// NodeOptions describe the one microlet node of the suite's cluster.
+type NodeOptions struct {
+	// Bins holds microlet and every service binary (node.Packages), and
+	// pause (services/runtime-shim/pause) for the sandbox image.
+	Bins string
+	// Name is the node's name; default "microlet-<random>".
+	Name string
+	// Dir is the node's directory; default a new /tmp/mlconf-* removed by Stop.
+	Dir string
+	// Args are extra flags per service, after node.ConnectedArgs'.
+	Args map[string][]string
+	// Out receives microlet's output; nil discards it.
+	Out io.Writer
+}
+
+// Node is the running node: its process and what Stop removes.
+type Node struct {
+	*node.Process
+	ownDir bool
+}
+
+// StartNode launches a microlet node connected to cp as the suite needs it
+// — node IP 127.0.0.1, nodeapi on loopback with the cluster CA as client
+// CA, microlet's own defaults everywhere else (the kubelet's periods and
+// back-offs, which the suite's timeouts assume; no cluster DNS, so
+// ClusterFirst pods get the host's resolver) — and waits until it serves,
+// is Ready and advertises nodeapi's port.
+func StartNode(ctx context.Context, cp *controlplane.ControlPlane, opts NodeOptions) (_ *Node, err error) {
+	if opts.Name == "" {
+		opts.Name = "microlet-" + rand.String(5)
+	}
+	n := &Node{}
+	if opts.Dir == "" {
+		if opts.Dir, err = os.MkdirTemp("/tmp", "mlconf-"); err != nil {
+			return nil, err
+		}
+		n.ownDir = true
+	}
+	admin, err := kubernetes.NewForConfig(cp.AdminConfig())
+	if err != nil {
+		return nil, err
+	}
+	cfg := node.Config{
+		Name: opts.Name, Dir: opts.Dir, Bins: opts.Bins, Kubeconfig: cp.NodeKubeconfig(opts.Name),
+		ClientCAFile: filepath.Join(cp.PKI().Dir, "ca.crt"), Instance: "conformance-" + rand.String(8),
+		Args: opts.Args, Out: opts.Out,
+	}
+	if n.Process, err = node.Launch(cfg); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			n.Stop()
+		}
+	}()
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := n.WaitServing(wctx); err != nil {
+		return nil, fmt.Errorf("node %s: podsyncd never served: %w", opts.Name, err)
+	}
+	if err := node.WaitReady(wctx, admin, opts.Name); err != nil {
+		return nil, fmt.Errorf("node %s: %w", opts.Name, err)
+	}
+	if err := node.WaitKubeletPort(wctx, admin, n.RunDir(), opts.Name); err != nil {
+		return nil, fmt.Errorf("node %s: %w", opts.Name, err)
+	}
+	return n, nil
+}
+
+// Stop stops microlet, removes the Docker containers it left and, when
+// StartNode made it, the node's directory.
+func (n *Node) Stop() {
+	n.Process.Stop(60 * time.Second)
+	node.RemoveDockerObjects(n.Instance)
+	if n.ownDir {
+		_ = os.RemoveAll(n.Dir)
+	}
+}

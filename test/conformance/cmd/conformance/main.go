@@ -1,0 +1,374 @@
+// Command conformance runs Kubernetes' own end-to-end suite against a
+// cluster whose only node is microlet, and writes the report.
+//
+//	conformance run -e2e-test F -agnhost F -nonewprivs F [-ginkgo F -procs N] [-focus RE] [-skip RE] [-results D] [-report docs/conformance.md]
+//	conformance report -junit [NAME=]FILE [-junit ...] [-reasons F] [-o FILE]
+//	conformance images -agnhost F -nonewprivs F
+//
+// run builds microlet (go build, into the results directory), imports the
+// test images offline (conformance.PrepareImages), starts etcd,
+// kube-apiserver, kube-scheduler and kube-controller-manager
+// (internal/testenv/controlplane) and one microlet node, runs e2e.test
+// (serially, or in parallel through the ginkgo CLI), prints passed, failed
+// and skipped, keeps the junit file, the suite's output, microlet's and the
+// control plane's logs in the results directory and, with -report, writes
+// the Markdown report. It exits 1 when a selected spec failed. report
+// writes the Markdown report from junit files alone; images only imports
+// the images. hack/conformance.sh builds the inputs and calls run.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/microlet/microlet/internal/signals"
+	"github.com/microlet/microlet/internal/testenv/controlplane"
+	"github.com/microlet/microlet/internal/testenv/node"
+	"github.com/microlet/microlet/test/conformance"
+)
+
+// errFailed is returned by run when the suite ran and a spec failed.
+var errFailed = errors.New("specs failed")
+
+func main() {
+	args := os.Args[1:]
+	mode := ""
+	if len(args) > 0 {
+		mode, args = args[0], args[1:]
+	}
+	ctx, cancel := signals.Context()
+	defer cancel()
+	var err error
+	switch mode {
+	case "run":
+		err = run(ctx, args, os.Stdout)
+	case "report":
+		err = report(args)
+	case "images":
+		err = images(ctx, args, os.Stdout)
+	default:
+		err = fmt.Errorf("usage: conformance run|report|images [flags] (got %q)", mode)
+	}
+	switch {
+	case errors.Is(err, errFailed):
+		os.Exit(1)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "conformance:", err)
+		os.Exit(2)
+	}
+}
+
+// imageFlags are the inputs of the images.
+type imageFlags struct {
+	agnhost, nonewprivs, busybox, pause string
+}
+
+func (f *imageFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.agnhost, "agnhost", "", "static agnhost binary (hack/build-e2e.sh agnhost)")
+	fs.StringVar(&f.nonewprivs, "nonewprivs", "", "static nonewprivs program (hack/build-e2e.sh nonewprivs)")
+	fs.StringVar(&f.busybox, "busybox", "/bin/busybox", "static busybox (Debian's busybox-static)")
+	fs.StringVar(&f.pause, "pause", "", "static pause program (default: built with the node's binaries)")
+}
+
+// prepare imports the images.
+func (f *imageFlags) prepare(ctx context.Context, log io.Writer) error {
+	src, err := conformance.DefaultImageSources(ctx, f.agnhost, f.nonewprivs, f.pause)
+	if err != nil {
+		return fmt.Errorf("%w (-agnhost, -nonewprivs, -pause)", err)
+	}
+	src.Busybox = f.busybox
+	return conformance.PrepareImages(ctx, src, log)
+}
+
+func images(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("images", flag.ContinueOnError)
+	var imgs imageFlags
+	imgs.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	repo, err := controlplane.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if imgs.pause == "" {
+		dir, err := os.MkdirTemp("", "conformance-pause")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+		if err := goBuild(ctx, repo, dir, "", "./services/runtime-shim/pause"); err != nil {
+			return err
+		}
+		imgs.pause = filepath.Join(dir, "pause")
+	}
+	return imgs.prepare(ctx, out)
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	began := time.Now()
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var imgs imageFlags
+	imgs.register(fs)
+	suite := conformance.Suite{Out: out}
+	fs.StringVar(&suite.E2ETest, "e2e-test", "", "the suite binary (hack/build-e2e.sh e2e.test)")
+	fs.StringVar(&suite.Ginkgo, "ginkgo", "", "the ginkgo CLI (hack/build-e2e.sh ginkgo), for -procs > 1")
+	fs.IntVar(&suite.Procs, "procs", 1, "parallel suite processes (needs -ginkgo)")
+	fs.StringVar(&suite.Kubectl, "kubectl", "", "kubectl the suite shells out to (default: hack/build-kubectl.sh's)")
+	fs.StringVar(&suite.Focus, "focus", conformance.DefaultFocus, "specs to run (regular expression)")
+	fs.StringVar(&suite.Skip, "skip", conformance.DefaultSkip, "specs to leave out (regular expression)")
+	fs.DurationVar(&suite.Timeout, "timeout", 3*time.Hour, "limit of the whole suite")
+	fs.BoolVar(&suite.DryRun, "dry-run", false, "list the selected specs; start nothing")
+	results := fs.String("results", "_output/conformance", "results directory (junit, logs); emptied at start")
+	reportPath := fs.String("report", "", "also write the Markdown report here (e.g. docs/conformance.md)")
+	reasonsPath := fs.String("reasons", "test/conformance/reasons.yaml", "failure reasons for the report")
+	nodeName := fs.String("node-name", "", "the node's name (default microlet-<random>)")
+	e2eVersion := fs.String("e2e-version", "", "the suite's version, for the report")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if suite.E2ETest == "" {
+		return errors.New("-e2e-test is required (hack/build-e2e.sh e2e.test)")
+	}
+	if suite.Procs > 1 && suite.Ginkgo == "" {
+		return errors.New("-procs > 1 needs -ginkgo (hack/build-e2e.sh ginkgo)")
+	}
+	repo, err := controlplane.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if suite.ResultsDir, err = filepath.Abs(*results); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(suite.ResultsDir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(suite.ResultsDir, 0o755); err != nil {
+		return err
+	}
+	if suite.Kubectl == "" {
+		if suite.Kubectl, err = controlplane.FindKubectl(); err != nil {
+			return err
+		}
+	}
+	if suite.DryRun {
+		suite.Kubeconfig = "/dev/null"
+		_, err := suite.Run(ctx)
+		return err
+	}
+
+	step := func(format string, a ...any) {
+		fmt.Fprintf(out, "conformance: %s: %s\n", time.Since(began).Round(time.Second), fmt.Sprintf(format, a...))
+	}
+	microletVersion := gitDescribe(repo)
+	bins := filepath.Join(suite.ResultsDir, "bin")
+	step("building microlet %s into %s", microletVersion, bins)
+	pkgs := append(node.Packages(), "github.com/microlet/microlet/services/runtime-shim/pause")
+	if err := goBuild(ctx, repo, bins, "-X github.com/microlet/microlet/internal/version.Version="+microletVersion, pkgs...); err != nil {
+		return err
+	}
+	if imgs.pause == "" {
+		imgs.pause = filepath.Join(bins, "pause")
+	}
+	step("importing the test images")
+	if err := imgs.prepare(ctx, out); err != nil {
+		return err
+	}
+
+	step("starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager")
+	cp, err := controlplane.Start(ctx, controlplane.Options{Scheduler: true, ControllerManager: true})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		saveDir(filepath.Join(cp.Dir(), "logs"), filepath.Join(suite.ResultsDir, "controlplane-logs"))
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "conformance: stop control plane:", err)
+		}
+	}()
+	suite.Kubeconfig = cp.AdminKubeconfig()
+
+	nodeLog, err := os.Create(filepath.Join(suite.ResultsDir, "microlet.log"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = nodeLog.Close() }()
+	step("starting the microlet node (log: %s)", nodeLog.Name())
+	n, err := conformance.StartNode(ctx, cp, conformance.NodeOptions{Bins: bins, Name: *nodeName, Out: nodeLog})
+	if err != nil {
+		return err
+	}
+	defer n.Stop()
+
+	e2eLog, err := os.Create(filepath.Join(suite.ResultsDir, "e2e.log"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = e2eLog.Close() }()
+	suite.Out = io.MultiWriter(out, e2eLog)
+	command := strings.Join(suite.Args(), " ")
+	step("node %s Ready; running %s", n.Name, command)
+	meta := conformance.Meta{
+		Node: "microlet", E2E: *e2eVersion, Microlet: microletVersion, Procs: suite.Procs,
+		Command: "make conformance", Kernel: commandOutput("uname", "-r"),
+		Docker: "Docker " + commandOutput("docker", "version", "--format", "{{.Server.Version}}") + " (" + commandOutput("docker", "info", "--format", "{{.Driver}}") + ")",
+		Cgroup: "cgroup v" + commandOutput("docker", "info", "--format", "{{.CgroupVersion}}"),
+	}
+	res, runErr := suite.Run(ctx)
+	meta.Wall = humanMinutes(time.Since(began))
+	if err := writeJSON(filepath.Join(suite.ResultsDir, "meta.json"), meta); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return runErr
+	}
+	sel := res.Selected()
+	fmt.Fprintf(out, "\nconformance: %d selected: %d passed, %d failed, %d skipped; suite %s, whole run %s\n",
+		len(sel), res.Count(conformance.Passed), res.Count(conformance.Failed), res.Count(conformance.Skipped),
+		res.Duration.Round(time.Second), time.Since(began).Round(time.Second))
+	for _, c := range sel {
+		if c.Result == conformance.Failed {
+			fmt.Fprintf(out, "  FAILED %s\n", c.Name)
+		}
+	}
+	for _, c := range res.SetupFailures() {
+		fmt.Fprintf(out, "  SETUP FAILED %s: %s\n", c.Name, c.Message)
+	}
+	fmt.Fprintf(out, "conformance: results in %s (%s, e2e.log, microlet.log, controlplane-logs/)\n", suite.ResultsDir, conformance.JUnitFile)
+	if *reportPath != "" {
+		if err := writeReport(*reportPath, *reasonsPath, []string{"microlet=" + filepath.Join(suite.ResultsDir, conformance.JUnitFile)}); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "conformance: report written to %s\n", *reportPath)
+	}
+	if res.Count(conformance.Failed) > 0 || len(res.SetupFailures()) > 0 {
+		return errFailed
+	}
+	return nil
+}
+
+// junitFlags collects repeated -junit [NAME=]FILE.
+type junitFlags []string
+
+func (j *junitFlags) String() string     { return strings.Join(*j, ",") }
+func (j *junitFlags) Set(v string) error { *j = append(*j, v); return nil }
+
+func report(args []string) error {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	var junits junitFlags
+	fs.Var(&junits, "junit", "[NAME=]FILE: a run's junit file (meta.json beside it is read too); repeat for more columns, microlet's first")
+	reasons := fs.String("reasons", "test/conformance/reasons.yaml", "failure reasons (test name regexp → reason, owner)")
+	outPath := fs.String("o", "docs/conformance.md", "the Markdown report to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if len(junits) == 0 {
+		return errors.New("at least one -junit is required")
+	}
+	return writeReport(*outPath, *reasons, junits)
+}
+
+// generator names the command that makes the report, inside it.
+const generator = "`hack/conformance-report.sh` (`go run ./test/conformance/cmd/conformance report`)"
+
+func writeReport(outPath, reasonsPath string, junits []string) error {
+	reasons, err := conformance.LoadReasons(reasonsPath)
+	if err != nil {
+		return err
+	}
+	var cols []conformance.Column
+	for _, j := range junits {
+		name, path, ok := strings.Cut(j, "=")
+		if !ok {
+			name, path = "microlet", j
+		}
+		run, err := conformance.ParseJUnit(path)
+		if err != nil {
+			return err
+		}
+		meta, err := conformance.LoadMeta(filepath.Join(filepath.Dir(path), "meta.json"))
+		if err != nil {
+			return err
+		}
+		cols = append(cols, conformance.Column{Name: name, Run: run, Meta: meta, JUnit: path})
+	}
+	f, err := os.Create(outPath)
+	if err != nil {
+		return err
+	}
+	if err := conformance.WriteReport(f, cols, reasons, generator); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// goBuild builds static binaries of pkgs into dir.
+func goBuild(ctx context.Context, repo, dir, ldflags string, pkgs ...string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	args := []string{"build", "-trimpath", "-ldflags", strings.TrimSpace("-s -w " + ldflags), "-o", dir + "/"}
+	cmd := exec.CommandContext(ctx, "go", append(args, pkgs...)...)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return nil
+}
+
+func gitDescribe(repo string) string {
+	out, err := exec.Command("git", "-C", repo, "describe", "--tags", "--always", "--dirty").Output()
+	if err != nil {
+		return "dev"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func commandOutput(name string, args ...string) string {
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// saveDir copies the regular files of src into dst (the control plane's
+// logs, before Stop removes its directory).
+func saveDir(src, dst string) {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return
+	}
+	_ = os.MkdirAll(dst, 0o755)
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(src, e.Name())); err == nil {
+			_ = os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
+		}
+	}
+}
+
+func humanMinutes(d time.Duration) string {
+	return fmt.Sprintf("%d min %02d s", int(d.Minutes()), int(d.Seconds())%60)
+}

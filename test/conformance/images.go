@@ -1,0 +1,328 @@
+package conformance
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Image names the suite pulls, exactly as k8s.io/kubernetes v1.36.3's
+// test/utils/image/manifest.go spells them (e2e.test --list-images). The
+// sig-node [Conformance] selection runs these; nothing else is prepared.
+const (
+	AgnhostImage     = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
+	AgnhostPrevImage = "registry.k8s.io/e2e-test-images/agnhost:2.55"
+	BusyboxImage     = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
+	PauseImage       = "registry.k8s.io/pause:3.10.2"
+	NginxImage       = "registry.k8s.io/e2e-test-images/nginx:1.15-4"
+	NonewprivsImage  = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
+)
+
+// labelContent is set on every image this package imports to the digest of
+// its root filesystem and configuration, so a second run skips the import.
+const labelContent = "io.microlet.conformance.content"
+
+// ImageSources are the local files the images are made of.
+type ImageSources struct {
+	// Agnhost is a static agnhost (hack/build-e2e.sh agnhost).
+	Agnhost string
+	// Busybox is a static busybox with the applets the tests call
+	// (Debian's busybox-static: /bin/busybox).
+	Busybox string
+	// Pause is microlet's static pause program (services/runtime-shim/pause).
+	Pause string
+	// Nonewprivs is the static program of the nonewprivs image, which prints
+	// its effective UID (hack/build-e2e.sh nonewprivs); installed setuid root.
+	Nonewprivs string
+	// AgnhostPrograms are host programs the agnhost image gets at the same
+	// path, with the shared libraries ldd names: upstream's Alpine base has
+	// curl, which the exec lifecycle-hook specs run.
+	AgnhostPrograms []string
+	// AgnhostFiles are extra files of the agnhost image keyed by their path in
+	// it, e.g. porter's localhost.crt and .key from the module's
+	// test/images/agnhost/porter.
+	AgnhostFiles map[string]string
+}
+
+// PrepareImages imports into the local Docker engine every image the
+// selected tests run, under its exact registry.k8s.io name, built from
+// local files only (nothing can be pulled here). An image whose content
+// label already matches is left alone. Progress goes to log.
+func PrepareImages(ctx context.Context, src ImageSources, log io.Writer) error {
+	bb, err := busyboxTree(src.Busybox)
+	if err != nil {
+		return err
+	}
+	// busybox: the applets under their usual paths, as the upstream image.
+	busybox := bb.clone()
+	busybox.changes = []string{envPath, `CMD ["sh"]`}
+
+	// agnhost: the Dockerfile's entrypoint, default command, ports, uploads
+	// directory, agnhost-2 link and image-defined user and group, on the
+	// applets the tests exec (sh, cat, ls, ...) where upstream has Alpine's.
+	agn := bb.clone()
+	if err := agn.addFile("agnhost", src.Agnhost, 0o755); err != nil {
+		return err
+	}
+	agn.symlink("agnhost-2", "agnhost")
+	agn.dir("uploads", 0o755)
+	for _, prog := range src.AgnhostPrograms {
+		if err := agn.addProgram(prog); err != nil {
+			return err
+		}
+	}
+	for dst, file := range src.AgnhostFiles {
+		if err := agn.addFile(strings.TrimPrefix(dst, "/"), file, 0o644); err != nil {
+			return err
+		}
+	}
+	agn.text("etc/passwd", passwd+"user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n", 0o644)
+	agn.text("etc/group", group+"user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n", 0o644)
+	agn.dir("home/user-defined-in-image", 0o755)
+	agn.changes = []string{envPath, `ENTRYPOINT ["/agnhost"]`, `CMD ["pause"]`,
+		"EXPOSE 80", "EXPOSE 8080", "EXPOSE 8081", "EXPOSE 9376", "EXPOSE 5000"}
+
+	// pause: the sandbox program alone, as registry.k8s.io/pause (user 65535).
+	pause := newTree()
+	if err := pause.addFile("pause", src.Pause, 0o755); err != nil {
+		return err
+	}
+	pause.changes = []string{`ENTRYPOINT ["/pause"]`, "USER 65535:65535"}
+
+	// nginx: the one test that runs it (the back-off reset after an image
+	// update) needs only a container that keeps running; busybox httpd
+	// serves on 80 as nginx would.
+	nginx := bb.clone()
+	nginx.text("usr/share/nginx/html/index.html", "<html><body>microlet conformance stand-in for nginx (busybox httpd)</body></html>\n", 0o644)
+	nginx.changes = []string{envPath, `CMD ["httpd", "-f", "-p", "80", "-h", "/usr/share/nginx/html"]`, "EXPOSE 80"}
+
+	// nonewprivs: a setuid-root program on busybox, as upstream's image.
+	nnp := bb.clone()
+	if err := nnp.addFile("usr/local/bin/nnp", src.Nonewprivs, 0o4755); err != nil {
+		return err
+	}
+	nnp.changes = []string{envPath, `CMD ["nnp"]`}
+
+	for _, img := range []struct {
+		names []string
+		tree  *tree
+	}{
+		{[]string{BusyboxImage}, busybox},
+		{[]string{AgnhostImage, AgnhostPrevImage}, agn},
+		{[]string{PauseImage}, pause},
+		{[]string{NginxImage}, nginx},
+		{[]string{NonewprivsImage}, nnp},
+	} {
+		if err := importImage(ctx, img.tree, img.names, log); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Minimal account databases, with the names the tests and images expect.
+const (
+	passwd = "root:x:0:0:root:/root:/bin/sh\ndaemon:x:1:1:daemon:/usr/sbin:/bin/false\nwww-data:x:33:33:www-data:/var/www:/bin/false\nnobody:x:65534:65534:nobody:/home:/bin/false\n"
+	group  = "root:x:0:\ndaemon:x:1:\nwww-data:x:33:\nnogroup:x:65534:\nnobody:x:65534:\n"
+)
+
+// envPath is the search path every image sets, as upstream's do.
+const envPath = "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// busyboxTree is a root filesystem with busybox and a link per applet in
+// /bin, where upstream's busybox image has them all (the specs run
+// /bin/sysctl), and at the path busybox itself names (--list-full), plus
+// /etc and the usual directories.
+func busyboxTree(busybox string) (*tree, error) {
+	out, err := exec.Command(busybox, "--list-full").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --list-full: %w (install Debian's busybox-static)", busybox, err)
+	}
+	t := newTree()
+	if err := t.addFile("bin/busybox", busybox, 0o755); err != nil {
+		return nil, err
+	}
+	for _, applet := range strings.Fields(string(out)) {
+		if applet == "bin/busybox" {
+			continue
+		}
+		// Relative links keep working wherever the tree is mounted.
+		rel := strings.Repeat("../", strings.Count(applet, "/")) + "bin/busybox"
+		t.symlink(applet, rel)
+		if inBin := "bin/" + path.Base(applet); inBin != applet && inBin != "bin/busybox" {
+			t.symlink(inBin, "busybox")
+		}
+	}
+	t.text("etc/passwd", passwd, 0o644)
+	t.text("etc/group", group, 0o644)
+	for _, d := range []string{"root", "home", "var/www", "var/spool/mail", "dev", "proc", "sys", "etc"} {
+		t.dir(d, 0o755)
+	}
+	t.dir("tmp", 0o1777)
+	return t, nil
+}
+
+// tree is an image's root filesystem held in memory, written as a
+// reproducible tar (sorted, one fixed time, owned by root).
+type tree struct {
+	entries map[string]*tar.Header
+	data    map[string][]byte
+	changes []string // docker import --change instructions
+}
+
+func newTree() *tree { return &tree{entries: map[string]*tar.Header{}, data: map[string][]byte{}} }
+
+func (t *tree) clone() *tree {
+	c := newTree()
+	for k, h := range t.entries {
+		hc := *h
+		c.entries[k] = &hc
+	}
+	for k, d := range t.data {
+		c.data[k] = d
+	}
+	c.changes = append([]string(nil), t.changes...)
+	return c
+}
+
+// parents adds the directories above name.
+func (t *tree) parents(name string) {
+	for d := path.Dir(name); d != "." && d != "/"; d = path.Dir(d) {
+		if _, ok := t.entries[d]; !ok {
+			t.dir(d, 0o755)
+		}
+	}
+}
+
+func (t *tree) dir(name string, mode int64) {
+	t.parents(name)
+	t.entries[name] = &tar.Header{Name: name + "/", Typeflag: tar.TypeDir, Mode: mode}
+}
+
+func (t *tree) symlink(name, target string) {
+	t.parents(name)
+	t.entries[name] = &tar.Header{Name: name, Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777}
+	delete(t.data, name)
+}
+
+func (t *tree) text(name, content string, mode int64) { t.bytes(name, []byte(content), mode) }
+
+func (t *tree) bytes(name string, b []byte, mode int64) {
+	t.parents(name)
+	t.entries[name] = &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(b))}
+	t.data[name] = b
+}
+
+func (t *tree) addFile(name, src string, mode int64) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("image file /%s: %w", name, err)
+	}
+	t.bytes(name, b, mode)
+	return nil
+}
+
+// addProgram adds a dynamically linked host program at its own path with
+// every library ldd lists (links resolved: the file's content under the
+// name the loader looks for).
+func (t *tree) addProgram(prog string) error {
+	if err := t.addFile(strings.TrimPrefix(prog, "/"), prog, 0o755); err != nil {
+		return err
+	}
+	out, err := exec.Command("ldd", prog).Output()
+	if err != nil {
+		return fmt.Errorf("ldd %s: %w", prog, err)
+	}
+	// ldd prints "lib => /path (addr)" and the loader as "/path (addr)".
+	for _, f := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(f, "/") {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(f)
+		if err != nil {
+			return fmt.Errorf("%s needs %s: %w", prog, f, err)
+		}
+		if err := t.addFile(strings.TrimPrefix(f, "/"), real, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// epoch is every entry's time, so equal content makes an equal tar.
+var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (t *tree) writeTar(w io.Writer) error {
+	names := make([]string, 0, len(t.entries))
+	for n := range t.entries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	tw := tar.NewWriter(w)
+	for _, n := range names {
+		h := *t.entries[n]
+		h.ModTime, h.Format = epoch, tar.FormatPAX
+		if err := tw.WriteHeader(&h); err != nil {
+			return err
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(t.data[n]); err != nil {
+				return err
+			}
+		}
+	}
+	return tw.Close()
+}
+
+// importImage imports the tree as names[0] with its changes and tags the
+// other names, unless names[0] already carries the same content label.
+func importImage(ctx context.Context, t *tree, names []string, log io.Writer) error {
+	var buf bytes.Buffer
+	if err := t.writeTar(&buf); err != nil {
+		return err
+	}
+	h := sha256.New()
+	h.Write(buf.Bytes())
+	for _, c := range t.changes {
+		fmt.Fprintf(h, "\x00%s", c)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))[:16]
+	for _, name := range names {
+		got, _ := exec.CommandContext(ctx, "docker", "image", "inspect", "-f", fmt.Sprintf("{{index .Config.Labels %q}}", labelContent), name).Output()
+		if strings.TrimSpace(string(got)) != sum {
+			break
+		}
+		if name == names[len(names)-1] {
+			fmt.Fprintf(log, "image %s: up to date\n", strings.Join(names, ", "))
+			return nil
+		}
+	}
+	args := []string{"import"}
+	for _, c := range append(t.changes, "LABEL "+labelContent+"="+sum) {
+		args = append(args, "--change", c)
+	}
+	args = append(args, "-", names[0])
+	cmd := exec.CommandContext(ctx, "docker", args...)
+	cmd.Stdin = &buf
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("docker import %s: %w: %s", names[0], err, bytes.TrimSpace(out))
+	}
+	for _, other := range names[1:] {
+		if out, err := exec.CommandContext(ctx, "docker", "tag", names[0], other).CombinedOutput(); err != nil {
+			return fmt.Errorf("docker tag %s %s: %w: %s", names[0], other, err, bytes.TrimSpace(out))
+		}
+	}
+	fmt.Fprintf(log, "image %s: imported (%d files, content %s)\n", strings.Join(names, ", "), len(t.entries), sum)
+	return nil
+}

@@ -1,0 +1,377 @@
+package conformance
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Reason explains why specs fail on microlet: a feature still missing (and
+// the issue that owns it) or a limit of the host, named precisely.
+type Reason struct {
+	// Match is a regular expression on the spec's full name.
+	Match string `json:"match"`
+	// Reason says what is missing or what limits the host.
+	Reason string `json:"reason"`
+	// Owner is the issue that owns the fix ("#20") or "host".
+	Owner string `json:"owner"`
+
+	re *regexp.Regexp
+}
+
+// Reasons is the checked-in mapping (test/conformance/reasons.yaml); the
+// first entry whose Match matches a failing spec's name gives its reason.
+type Reasons struct {
+	Reasons []Reason `json:"reasons"`
+}
+
+// LoadReasons reads and compiles a reasons file.
+func LoadReasons(path string) (*Reasons, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Reasons
+	if err := yaml.UnmarshalStrict(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for i := range r.Reasons {
+		re, err := regexp.Compile(r.Reasons[i].Match)
+		if err != nil {
+			return nil, fmt.Errorf("%s: entry %d: %w", path, i+1, err)
+		}
+		if r.Reasons[i].Reason == "" || r.Reasons[i].Owner == "" {
+			return nil, fmt.Errorf("%s: entry %d (%s): reason and owner are required", path, i+1, r.Reasons[i].Match)
+		}
+		r.Reasons[i].re = re
+	}
+	return &r, nil
+}
+
+// intro is the fixed part of the report: what ran, against what, how to
+// run it again.
+const intro = `Kubernetes' own end-to-end suite (` + "`e2e.test`" + `, built from ` + "`k8s.io/kubernetes`" + ` at the pinned
+version in ` + "`test/conformance/upstream`" + `) run against etcd, kube-apiserver, kube-scheduler and
+kube-controller-manager (the same release) with **one microlet node** and nothing else: no
+cluster DNS, no kube-proxy, no CNI plugin (pods get runtime-shim's Docker networking). The
+node's kubelet API (nodeapi) listens on 127.0.0.1, the node IP the API server dials.
+
+- Run: ` + "`make conformance`" + ` (hack/conformance.sh; ~1 min of setup when the binaries are cached).
+  ` + "`FOCUS=... SKIP=... PROCS=...`" + ` pick another selection (written to ` + "`_output/conformance/`" + `).
+- This page: ` + "`make conformance-report JUNIT=_output/conformance/junit_01.xml`" + ` regenerates it from
+  a run's junit file; the reasons come from ` + "`test/conformance/reasons.yaml`" + `.
+- Images, built offline under their exact names: agnhost from its source in the module
+  (agnhost:2.55, used by one spec as "the previous version", is the same build), busybox
+  from Debian's busybox-static, pause from microlet's own pause program, nginx as busybox
+  httpd (no selected spec runs it).
+`
+
+// unknownReason stands for a failure nobody has explained yet.
+var unknownReason = Reason{Reason: "unknown: not triaged yet", Owner: "?"}
+
+// For returns the reason of the first entry matching name.
+func (r *Reasons) For(name string) Reason {
+	if r != nil {
+		for _, e := range r.Reasons {
+			if e.re.MatchString(name) {
+				return e
+			}
+		}
+	}
+	return unknownReason
+}
+
+// Meta describes a run beyond what its junit file says; the harness writes
+// it as meta.json beside the junit file.
+type Meta struct {
+	// Node is what ran the pods: "microlet" or "kubelet on runtime-shim".
+	Node string `json:"node"`
+	// E2E is the suite's version (k8s.io/kubernetes' e2e.test).
+	E2E string `json:"e2e"`
+	// Microlet is microlet's version (git describe).
+	Microlet string `json:"microlet,omitempty"`
+	// Kernel, Docker and Cgroup describe the host.
+	Kernel string `json:"kernel,omitempty"`
+	Docker string `json:"docker,omitempty"`
+	Cgroup string `json:"cgroup,omitempty"`
+	// Procs is the number of parallel Ginkgo processes.
+	Procs int `json:"procs"`
+	// Command is how the suite was run.
+	Command string `json:"command,omitempty"`
+	// Wall is the whole harness's time: builds, cluster start, suite.
+	Wall string `json:"wall,omitempty"`
+}
+
+// LoadMeta reads meta.json; a missing file is no error (a zero Meta).
+func LoadMeta(path string) (Meta, error) {
+	var m Meta
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return m, nil
+	}
+	if err != nil {
+		return m, err
+	}
+	return m, json.Unmarshal(b, &m)
+}
+
+// Column is one run shown in the report: microlet, or the upstream kubelet
+// on runtime-shim.
+type Column struct {
+	Name string
+	Run  *Run
+	Meta Meta
+	// JUnit is the file's path as given, shown in the header.
+	JUnit string
+}
+
+// WriteReport writes docs/conformance.md: counts and durations at the top,
+// the failures grouped by cause, then every selected spec with its result
+// in each column and, where the first column failed, the reason from
+// reasons.
+func WriteReport(w io.Writer, cols []Column, reasons *Reasons, generator string) error {
+	if len(cols) == 0 {
+		return fmt.Errorf("no run to report")
+	}
+	first := cols[0]
+	var b strings.Builder
+	b.WriteString("# Conformance: Kubernetes' own e2e suite on microlet\n\n")
+	fmt.Fprintf(&b, "<!-- Generated by %s from the junit file of a `make conformance` run; do not edit. -->\n\n", generator)
+	b.WriteString(intro)
+	b.WriteString("\n")
+
+	// Summary table, one column per run.
+	b.WriteString("| |")
+	for _, c := range cols {
+		fmt.Fprintf(&b, " %s |", c.Name)
+	}
+	b.WriteString("\n|---|")
+	for range cols {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	row := func(label string, f func(Column) string) {
+		fmt.Fprintf(&b, "| %s |", label)
+		for _, c := range cols {
+			fmt.Fprintf(&b, " %s |", f(c))
+		}
+		b.WriteString("\n")
+	}
+	row("**passed**", func(c Column) string {
+		return fmt.Sprintf("**%d of %d**", c.Run.Count(Passed), len(c.Run.Selected()))
+	})
+	row("failed", func(c Column) string { return fmt.Sprint(c.Run.Count(Failed)) })
+	row("skipped at run time", func(c Column) string { return fmt.Sprint(c.Run.Count(Skipped)) })
+	row("suite run time", func(c Column) string {
+		s := humanDuration(c.Run.Duration)
+		if c.Run.Procs != "" {
+			s += fmt.Sprintf(" (%s parallel processes)", c.Run.Procs)
+		}
+		return s
+	})
+	row("whole harness (builds cached, cluster start, suite)", func(c Column) string { return orDash(c.Meta.Wall) })
+	row("started (UTC)", func(c Column) string {
+		if c.Run.Started.IsZero() {
+			return "-"
+		}
+		return c.Run.Started.Format("2006-01-02 15:04")
+	})
+	row("e2e.test", func(c Column) string { return orDash(c.Meta.E2E) })
+	row("node", func(c Column) string {
+		if c.Meta.Microlet == "" {
+			return orDash(c.Meta.Node)
+		}
+		return c.Meta.Node + " " + c.Meta.Microlet
+	})
+	row("host", func(c Column) string {
+		parts := []string{}
+		for _, p := range []string{c.Meta.Kernel, c.Meta.Cgroup, c.Meta.Docker} {
+			if p != "" {
+				parts = append(parts, p)
+			}
+		}
+		return orDash(strings.Join(parts, ", "))
+	})
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "Selection: focus `%s`, skip `%s` (%d specs).\n", strings.Join(first.Run.Focus, "`, `"),
+		strings.Join(first.Run.Skip, "`, `"), len(first.Run.Selected()))
+	if first.Meta.Command != "" {
+		fmt.Fprintf(&b, "Command: `%s`.\n", first.Meta.Command)
+	}
+	b.WriteString("\n")
+
+	for _, c := range cols {
+		if sf := c.Run.SetupFailures(); len(sf) > 0 {
+			fmt.Fprintf(&b, "**%s: the suite's own setup failed; results below are not trustworthy.**\n\n", c.Name)
+			for _, s := range sf {
+				fmt.Fprintf(&b, "- `%s`: %s\n", s.Name, cell(firstLine(s.Message), 300))
+			}
+			b.WriteString("\n")
+		}
+	}
+
+	// Failures grouped by cause, for the first column.
+	type group struct {
+		reason Reason
+		specs  []Case
+	}
+	groups := map[string]*group{}
+	var order []string
+	for _, c := range first.Run.Selected() {
+		if c.Result != Failed {
+			continue
+		}
+		r := reasons.For(c.Name)
+		key := r.Owner + "\x00" + r.Reason
+		g := groups[key]
+		if g == nil {
+			g = &group{reason: r}
+			groups[key] = g
+			order = append(order, key)
+		}
+		g.specs = append(g.specs, c)
+	}
+	sort.SliceStable(order, func(i, j int) bool { return len(groups[order[i]].specs) > len(groups[order[j]].specs) })
+	if len(order) > 0 {
+		fmt.Fprintf(&b, "## Failures on %s by cause\n\n", first.Name)
+		b.WriteString("| cause | owner | specs |\n|---|---|---|\n")
+		for _, k := range order {
+			g := groups[k]
+			names := make([]string, len(g.specs))
+			for i, s := range g.specs {
+				names[i] = shortName(s.Name)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d: %s |\n", cell(g.reason.Reason, 0), ownerCell(g.reason.Owner), len(g.specs), cell(strings.Join(names, "; "), 0))
+		}
+		b.WriteString("\n")
+	}
+
+	// Every selected spec.
+	b.WriteString("## Every selected spec\n\n| spec |")
+	for _, c := range cols {
+		fmt.Fprintf(&b, " %s |", c.Name)
+	}
+	b.WriteString(" time | reason (failure message) |\n|---|")
+	for range cols {
+		b.WriteString("---|")
+	}
+	b.WriteString("---|---|\n")
+	byName := make([]map[string]Case, len(cols))
+	names := map[string]bool{}
+	for i, c := range cols {
+		byName[i] = map[string]Case{}
+		for _, s := range c.Run.Selected() {
+			byName[i][s.Name] = s
+			names[s.Name] = true
+		}
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	for _, n := range sorted {
+		fmt.Fprintf(&b, "| %s |", cell(n, 0))
+		for i := range cols {
+			s, ok := byName[i][n]
+			if !ok {
+				b.WriteString(" not run |")
+				continue
+			}
+			fmt.Fprintf(&b, " %s |", resultCell(s.Result))
+		}
+		s, ok := byName[0][n]
+		detail := ""
+		switch {
+		case !ok:
+		case s.Result == Failed:
+			r := reasons.For(n)
+			detail = fmt.Sprintf("%s (%s) — `%s`", cell(r.Reason, 0), ownerCell(r.Owner), cell(firstLine(s.Message), 240))
+		case s.Result == Skipped:
+			detail = "skipped: " + cell(firstLine(s.Message), 240)
+		}
+		fmt.Fprintf(&b, " %s | %s |\n", humanDuration(s.Duration), detail)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func resultCell(r Result) string {
+	switch r {
+	case Passed:
+		return "✅ passed"
+	case Failed:
+		return "❌ failed"
+	default:
+		return "⏭ skipped"
+	}
+}
+
+func ownerCell(owner string) string {
+	if owner == "?" {
+		return "owner unknown"
+	}
+	return owner
+}
+
+// shortName drops the "[sig-node] " prefix and the trailing tags.
+func shortName(n string) string {
+	n = strings.TrimPrefix(n, "[sig-node] ")
+	if i := strings.Index(n, " [NodeConformance]"); i >= 0 {
+		n = n[:i]
+	}
+	if i := strings.Index(n, " [Conformance]"); i >= 0 {
+		n = n[:i]
+	}
+	return n
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		rest := strings.TrimSpace(s[i+1:])
+		s = s[:i]
+		// gomega puts the interesting value on the next lines.
+		if rest != "" {
+			s += " " + strings.Join(strings.Fields(rest), " ")
+		}
+	}
+	return s
+}
+
+// cell makes s safe inside a Markdown table cell, cut to max runes (0: no limit).
+func cell(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); max > 0 && len(r) > max {
+		s = string(r[:max]) + "…"
+	}
+	s = strings.ReplaceAll(s, "|", `\|`)
+	return strings.ReplaceAll(s, "`", "'")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func humanDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "-"
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%d min %02d s", int(d.Minutes()), int(d.Seconds())%60)
+	default:
+		return fmt.Sprintf("%d h %02d min", int(d.Hours()), int(d.Minutes())%60)
+	}
+}
