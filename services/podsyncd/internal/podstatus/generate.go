@@ -78,6 +78,7 @@ func Generate(in Input) corev1.PodStatus {
 			st.Phase = corev1.PodSucceeded
 		}
 	}
+	applyDeadline(in, &st)
 	st.Conditions = conditions(in, &st)
 	return st
 }
@@ -348,8 +349,11 @@ func conditions(in Input, st *corev1.PodStatus) []corev1.PodCondition {
 		}
 	}
 	readyReason := "ContainersNotReady"
-	if terminal {
+	switch st.Phase {
+	case corev1.PodSucceeded:
 		readyReason = "PodCompleted"
+	case corev1.PodFailed:
+		readyReason = "PodFailed"
 	}
 	initReason := "ContainersNotInitialized"
 	if terminal {

@@ -117,3 +117,57 @@ func ptrQ(s string) *resource.Quantity {
 	v := resource.MustParse(s)
 	return &v
 }
+
+func TestActiveDeadline(t *testing.T) {
+	now := time.Unix(1000, 0)
+	started := metav1.NewTime(now.Add(-10 * time.Second))
+	withDeadline := func(secs int64) *corev1.Pod {
+		p := pod(corev1.RestartPolicyAlways)
+		p.Spec.ActiveDeadlineSeconds = &secs
+		return p
+	}
+	running := podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("a", podruntime.StateRunning, 0, 0), cs("b", podruntime.StateRunning, 0, 0)}}
+	exited := podruntime.PodStatus{Containers: []podruntime.ContainerStatus{cs("a", podruntime.StateExited, 0, 0), cs("b", podruntime.StateExited, 0, 0)}}
+	tests := []struct {
+		name       string
+		pod        *corev1.Pod
+		rt         podruntime.PodStatus
+		prev       *corev1.PodStatus
+		terminal   bool
+		wantPhase  corev1.PodPhase
+		wantReason string
+	}{
+		{"no deadline", pod(corev1.RestartPolicyAlways), running, &corev1.PodStatus{StartTime: &started}, false, corev1.PodRunning, ""},
+		{"within the deadline", withDeadline(11), running, &corev1.PodStatus{StartTime: &started}, false, corev1.PodRunning, ""},
+		{"deadline reached", withDeadline(10), running, &corev1.PodStatus{StartTime: &started}, false, corev1.PodFailed, ReasonDeadlineExceeded},
+		{"lowered below the time run", withDeadline(5), running, &corev1.PodStatus{StartTime: &started}, false, corev1.PodFailed, ReasonDeadlineExceeded},
+		{"killed after the deadline stays DeadlineExceeded", withDeadline(5), exited,
+			&corev1.PodStatus{StartTime: &started, Phase: corev1.PodFailed, Reason: ReasonDeadlineExceeded}, true, corev1.PodFailed, ReasonDeadlineExceeded},
+		{"finished before it: Succeeded stays", withDeadline(5), exited,
+			&corev1.PodStatus{StartTime: &started, Phase: corev1.PodSucceeded}, true, corev1.PodSucceeded, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := Generate(Input{Pod: tc.pod, Runtime: &tc.rt, ContainerID: func(id string) string { return id },
+				Terminal: tc.terminal, Now: now, Previous: tc.prev})
+			if st.Phase != tc.wantPhase || st.Reason != tc.wantReason {
+				t.Fatalf("phase %s reason %q, want %s %q", st.Phase, st.Reason, tc.wantPhase, tc.wantReason)
+			}
+			if tc.wantReason == ReasonDeadlineExceeded {
+				if st.Message != MessageDeadlineExceeded {
+					t.Errorf("message %q", st.Message)
+				}
+				for _, c := range st.Conditions {
+					if (c.Type == corev1.PodReady || c.Type == corev1.ContainersReady) && (c.Status != corev1.ConditionFalse || c.Reason != "PodFailed") {
+						t.Errorf("condition %s = %s/%s, want False/PodFailed", c.Type, c.Status, c.Reason)
+					}
+				}
+			}
+		})
+	}
+	t.Run("not started: no deadline yet", func(t *testing.T) {
+		if _, ok := DeadlineLeft(withDeadline(1), nil, now); ok {
+			t.Fatal("a pod without startTime has a deadline")
+		}
+	})
+}

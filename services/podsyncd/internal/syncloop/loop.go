@@ -297,12 +297,14 @@ func (l *Loop) SyncPod(ctx context.Context, pod *corev1.Pod) (bool, time.Duratio
 		l.report(ctx, pod, &pre)
 	}
 	res := l.rm.SyncPod(ctx, pod, st)
+	started := pre.StartTime
 	if st2, err := l.rm.GetPodStatus(ctx, pod.UID); err == nil {
 		l.probes.Sync(pod, st2)
 		post := l.generate(ctx, pod, st2, false)
 		l.report(ctx, pod, &post)
+		started = post.StartTime
 	}
-	return false, res.Requeue, res.Err()
+	return false, l.untilDeadline(pod, started, res.Requeue), res.Err()
 }
 
 // SyncTerminatingPod stops the pod within its grace period.
@@ -355,6 +357,7 @@ func (l *Loop) generate(ctx context.Context, pod *corev1.Pod, st *podruntime.Pod
 		Probes: l.probes,
 	})
 	l.applyEviction(pod.UID, &out, now)
+	l.deadlineEvent(pod, &out)
 	return out
 }
 
@@ -474,7 +477,7 @@ func (l *Loop) applyEviction(uid types.UID, st *corev1.PodStatus, now time.Time)
 	st.Phase, st.Reason, st.Message = corev1.PodFailed, evictedReason, msg
 	cond := corev1.PodCondition{
 		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "TerminationByKubelet",
-		Message: msg, LastTransitionTime: metav1.NewTime(now),
+		Message: msg, LastTransitionTime: metav1.NewTime(now), ObservedGeneration: st.ObservedGeneration,
 	}
 	for i := range st.Conditions {
 		if st.Conditions[i].Type == corev1.DisruptionTarget {
