@@ -35,6 +35,8 @@ type File struct {
 	f    *os.File
 	w    *bufio.Writer
 	last time.Time
+	ino  uint64 // inode of f, to tell a rotated file from the one we wrote
+	size int64  // bytes in f, flushed or buffered
 }
 
 // Open opens (appending) or creates the log file at path, with its directory.
@@ -51,7 +53,52 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("crilog: %w", err)
 	}
-	return &File{path: path, f: f, w: bufio.NewWriter(f), last: last}, nil
+	l := &File{path: path, f: f, w: bufio.NewWriterSize(f, 64*1024), last: last}
+	if err := l.stat(); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *File) stat() error {
+	st, err := l.f.Stat()
+	if err != nil {
+		return fmt.Errorf("crilog: %w", err)
+	}
+	l.size = st.Size()
+	l.ino = inode(st)
+	return nil
+}
+
+// State is the inode and size of the file as written so far (buffered
+// lines included): a copier records it with its position in the source so a
+// restart can cut what was written after the record.
+func (l *File) State() (ino uint64, size int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ino, l.size
+}
+
+// Truncate cuts the file to size (lines written after a recorded position,
+// about to be copied again). It is a no-op when the file is already shorter.
+func (l *File) Truncate(size int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return errors.New("crilog: file closed")
+	}
+	if err := l.w.Flush(); err != nil {
+		return fmt.Errorf("crilog: %w", err)
+	}
+	if size >= l.size {
+		return nil
+	}
+	if err := l.f.Truncate(size); err != nil {
+		return fmt.Errorf("crilog: %w", err)
+	}
+	l.size = size
+	return nil
 }
 
 // Path is the file's path.
@@ -72,6 +119,35 @@ func (l *File) WriteLine(ts time.Time, stream string, content []byte, partial bo
 	if l.f == nil {
 		return errors.New("crilog: file closed")
 	}
+	l.appendLine(ts, stream, content, partial)
+	return l.w.Flush()
+}
+
+// Append is WriteLine without the flush: the line may sit in the buffer
+// until Flush, so a copier writes a batch with few system calls.
+func (l *File) Append(ts time.Time, stream string, content []byte, partial bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return errors.New("crilog: file closed")
+	}
+	l.appendLine(ts, stream, content, partial)
+	return nil
+}
+
+// Flush writes the buffered lines to the file.
+func (l *File) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return errors.New("crilog: file closed")
+	}
+	return l.w.Flush()
+}
+
+func (l *File) appendLine(ts time.Time, stream string, content []byte, partial bool) {
+	var tsb [len(time.RFC3339Nano) + 8]byte
+	stamp := ts.UTC().AppendFormat(tsb[:0], time.RFC3339Nano)
 	for {
 		chunk, rest := content, []byte(nil)
 		tag := TagFull
@@ -81,8 +157,8 @@ func (l *File) WriteLine(ts time.Time, stream string, content []byte, partial bo
 		} else if partial {
 			tag = TagPartial
 		}
-		// bufio.Writer keeps the first error; Flush below reports it.
-		_, _ = l.w.WriteString(ts.UTC().Format(time.RFC3339Nano))
+		// bufio.Writer keeps the first error; Flush reports it.
+		_, _ = l.w.Write(stamp)
 		_ = l.w.WriteByte(' ')
 		_, _ = l.w.WriteString(stream)
 		_ = l.w.WriteByte(' ')
@@ -90,6 +166,7 @@ func (l *File) WriteLine(ts time.Time, stream string, content []byte, partial bo
 		_ = l.w.WriteByte(' ')
 		_, _ = l.w.Write(chunk)
 		_ = l.w.WriteByte('\n')
+		l.size += int64(len(stamp) + len(stream) + len(tag) + len(chunk) + 4)
 		if rest == nil {
 			break
 		}
@@ -98,7 +175,6 @@ func (l *File) WriteLine(ts time.Time, stream string, content []byte, partial bo
 	if ts.After(l.last) {
 		l.last = ts
 	}
-	return l.w.Flush()
 }
 
 // Reopen closes the file and opens path again, creating it when the caller
@@ -117,8 +193,8 @@ func (l *File) Reopen() error {
 		return fmt.Errorf("crilog: reopen: %w", err)
 	}
 	l.f = f
-	l.w = bufio.NewWriter(f)
-	return nil
+	l.w.Reset(f)
+	return l.stat()
 }
 
 // Close flushes and closes the file.
