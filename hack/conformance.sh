@@ -19,7 +19,7 @@
 #                 for the default selection, RESULTS/conformance.md otherwise)
 #   DRY_RUN=1     list the selected specs, start nothing
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.. && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 default_focus='\[sig-node\].*\[Conformance\]'
 default_skip='\[Serial\]|\[Disruptive\]|\[Flaky\]'
