@@ -145,7 +145,7 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		cfg.Cmd = c.Args
 	}
 	hc := &container.HostConfig{
-		LogConfig: container.LogConfig{Type: "json-file"},
+		LogConfig: containerLogConfig(),
 	}
 	ns := c.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	hc.NetworkMode = container.NetworkMode("container:" + sb.ID)
@@ -462,7 +462,12 @@ func (b *Backend) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		return nil, toStatus(err, "start container %s", ct.ID)
 	}
 	if logPath != "" {
-		if err := b.startFollower(ct.ID, logPath, time.Time{}); err != nil {
+		// Docker names its log file at start.
+		jsonPath := ct.LogPath
+		if ins, err := b.cli.ContainerInspect(ctx, ct.ID, client.ContainerInspectOptions{}); err == nil {
+			jsonPath = ins.Container.LogPath
+		}
+		if err := b.startFollower(ct.ID, logPath, jsonPath); err != nil {
 			b.log.Warn("CRI log follower not started", "container", ct.ID, "path", logPath, "err", err)
 		}
 	}
@@ -698,7 +703,7 @@ func (b *Backend) ReopenContainerLog(ctx context.Context, req *runtimeapi.Reopen
 	if f == nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "container %s has no log file", ct.ID)
 	}
-	if err := f.file.Reopen(); err != nil {
+	if err := f.copier.Reopen(); err != nil {
 		return nil, status.Errorf(codes.Internal, "reopen log of %s: %v", ct.ID, err)
 	}
 	return &runtimeapi.ReopenContainerLogResponse{}, nil

@@ -191,7 +191,7 @@ func invalid(field, why string) error {
 
 // follower copies one container's Docker log into its CRI log file.
 type follower struct {
-	file   *crilog.File
+	copier *crilog.Copier
 	cancel context.CancelFunc
 	done   chan struct{}
 }

@@ -2,60 +2,93 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
+	"os"
+	"path/filepath"
 	"time"
 
-	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/microlet/microlet/services/runtime-shim/internal/crilog"
 )
 
-// startFollower copies the container's Docker log (json-file) into the CRI
-// log file at path, from `since` on, until the container's output ends.
-func (b *Backend) startFollower(id, path string, since time.Time) error {
+// Docker's copy of a container's output: json-file, rotated by Docker at
+// logMaxSize into at most logMaxFiles files, uncompressed so the copier can
+// read a rotated file. These override the daemon's log-opts, which may
+// compress or not rotate at all. The copier reads Docker's files directly
+// (crilog.Copier) and holds the file it reads open, so it loses lines only
+// when it falls behind by logMaxFiles whole files (a shim stopped that long).
+const (
+	logMaxSize  = "10m"
+	logMaxFiles = "5"
+)
+
+func containerLogConfig() container.LogConfig {
+	return container.LogConfig{Type: "json-file", Config: map[string]string{
+		"max-size": logMaxSize, "max-file": logMaxFiles, "compress": "false",
+	}}
+}
+
+// posPath is where the copier of container id records its position.
+func (b *Backend) posPath(id string) string {
+	return filepath.Join(b.opts.DataDir, "logs", id+".pos")
+}
+
+// startFollower copies the container's Docker log (json-file, at jsonPath)
+// into the CRI log file at path until the container stops and its output is
+// copied, resuming at the recorded position after a shim restart.
+func (b *Backend) startFollower(id, path, jsonPath string) error {
+	if jsonPath == "" {
+		return errors.New("docker reports no log path (json-file driver expected)")
+	}
+	b.mu.Lock()
+	old := b.logs[id]
+	b.mu.Unlock()
+	if old != nil {
+		return nil
+	}
 	file, err := crilog.Open(path)
 	if err != nil {
 		return err
 	}
-	if since.IsZero() {
-		since = file.LastTimestamp()
+	cp, err := crilog.NewCopier(file, jsonPath, b.posPath(id), b.log.With("container", id))
+	if err != nil {
+		_ = file.Close()
+		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &follower{file: file, cancel: cancel, done: make(chan struct{})}
+	f := &follower{copier: cp, cancel: cancel, done: make(chan struct{})}
 	b.mu.Lock()
 	if old := b.logs[id]; old != nil {
 		b.mu.Unlock()
 		cancel()
+		_ = cp.Close()
 		_ = file.Close()
 		return nil
 	}
 	b.logs[id] = f
 	b.mu.Unlock()
+	exited := make(chan struct{})
+	go func() {
+		// Docker has written the container's last line when it reports the
+		// container stopped.
+		defer close(exited)
+		res := b.cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+		select {
+		case <-res.Result:
+		case err := <-res.Error:
+			if ctx.Err() == nil {
+				b.log.Warn("CRI log follower: wait", "container", id, "err", err)
+			}
+		}
+	}()
 	go func() {
 		defer close(f.done)
 		defer file.Close()
-		opts := client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Follow: true, Timestamps: true}
-		if !since.IsZero() {
-			// Docker's since has whole-second precision here; the writer
-			// drops lines already in the file.
-			opts.Since = strconv.FormatInt(since.Unix(), 10)
-		}
-		rc, err := b.cli.ContainerLogs(ctx, id, opts)
-		if err != nil {
-			if ctx.Err() == nil {
-				b.log.Warn("CRI log follower", "container", id, "err", err)
-			}
-			return
-		}
-		defer rc.Close()
-		stdout := crilog.NewDockerWriter(file, crilog.Stdout, since)
-		stderr := crilog.NewDockerWriter(file, crilog.Stderr, since)
-		_, err = stdcopy.StdCopy(stdout, stderr, rc)
-		_ = stdout.Close()
-		_ = stderr.Close()
-		if err != nil && ctx.Err() == nil {
+		defer cp.Close()
+		if err := cp.Run(ctx, exited); err != nil && ctx.Err() == nil {
 			b.log.Warn("CRI log follower ended", "container", id, "err", err)
 		}
 	}()
@@ -72,7 +105,8 @@ func (b *Backend) waitFollower(id string, d time.Duration) {
 	}
 }
 
-// dropFollower stops and forgets the follower of a removed container.
+// dropFollower stops and forgets the follower of a removed container and
+// removes its recorded position.
 func (b *Backend) dropFollower(id string) {
 	b.mu.Lock()
 	f := b.logs[id]
@@ -81,10 +115,13 @@ func (b *Backend) dropFollower(id string) {
 	if f != nil {
 		f.stop()
 	}
+	if err := os.Remove(b.posPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		b.log.Warn("remove CRI log position", "container", id, "err", err)
+	}
 }
 
 // resumeLogs restarts the followers of started containers after a shim
-// restart; each resumes after the last line already in its file.
+// restart; each resumes at its recorded position.
 func (b *Backend) resumeLogs(ctx context.Context) {
 	cs, err := b.listDocker(ctx, typeContainer)
 	if err != nil {
@@ -96,7 +133,12 @@ func (b *Backend) resumeLogs(ctx context.Context) {
 		if path == "" || c.State == "created" {
 			continue
 		}
-		if err := b.startFollower(c.ID, path, time.Time{}); err != nil {
+		ins, err := b.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			b.log.Warn("resume CRI log: inspect", "container", c.ID, "err", err)
+			continue
+		}
+		if err := b.startFollower(c.ID, path, ins.Container.LogPath); err != nil {
 			b.log.Warn("resume CRI log", "container", c.ID, "err", fmt.Sprint(err))
 		}
 	}

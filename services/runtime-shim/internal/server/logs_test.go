@@ -1,0 +1,267 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/microlet/microlet/internal/testenv/registry"
+	"github.com/microlet/microlet/services/runtime-shim/internal/crilog"
+	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
+)
+
+// The log writer: n numbered lines of ~110 bytes on stdout and on stderr at
+// once, as fast as awk writes them, then on stdout a 40000-byte line (Docker
+// and the CRI split it into partial lines) and "tail" without a newline.
+const (
+	logPad       = 100
+	longLine     = 40000
+	logTail      = "tail"
+	logLines     = 240000 // ~25 MiB a stream, 50 MiB in all: several of Docker's 10 MB rotations
+	logWriterCmd = `gen() { awk -v n=$N -v s=$1 'BEGIN{p=sprintf("%0` + "100" + `d",0); for(i=1;i<=n;i++) printf "%s %d %s\n", s, i, p}'; }
+gen out & gen err >&2; wait
+awk 'BEGIN{printf "%0` + "40000" + `d\n", 0; printf "tail"}'`
+)
+
+// logPod runs a sandbox with the log writer and returns the container ID
+// and the CRI log path.
+func logPod(t testing.TB, ctx context.Context, sh *shimtest.Shim, env *shimtest.Env, name string, n int) (string, string) {
+	image := env.Registry.Image(registry.Busybox)
+	if _, err := sh.Image.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}}); err != nil {
+		t.Fatal(err)
+	}
+	logDir := t.TempDir()
+	pc := podConfig(name, logDir)
+	sb, err := sh.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: pc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sh.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, SandboxConfig: pc,
+		Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "w"}, Image: &runtimeapi.ImageSpec{Image: image},
+			Command: []string{"sh", "-c", logWriterCmd}, Envs: []*runtimeapi.KeyValue{{Key: "N", Value: []byte(strconv.Itoa(n))}},
+			LogPath: "w/0.log"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.Runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c.ContainerId}); err != nil {
+		t.Fatal(err)
+	}
+	return c.ContainerId, filepath.Join(logDir, "w/0.log")
+}
+
+// criEntry is a CRI log line joined with the partial lines before it.
+type criEntry struct {
+	content string
+	partial bool // the last piece was P: the output ended without a newline
+}
+
+// readCRI reads the CRI log at path with its rotated files (path.1, path.2,
+// ..., oldest last) into the entries of each stream.
+func readCRI(t testing.TB, path string) map[string][]criEntry {
+	t.Helper()
+	names := []string{path}
+	for i := 1; ; i++ {
+		name := path + "." + strconv.Itoa(i)
+		if _, err := os.Stat(name); err != nil {
+			break
+		}
+		names = append(names, name)
+	}
+	slices.Reverse(names)
+	out := map[string][]criEntry{}
+	pending := map[string]*strings.Builder{}
+	for _, name := range names {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			_, stream, tag, content, err := crilog.ParseLine(sc.Bytes())
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if pending[stream] == nil {
+				pending[stream] = &strings.Builder{}
+			}
+			pending[stream].Write(content)
+			if tag == crilog.TagFull {
+				out[stream] = append(out[stream], criEntry{content: pending[stream].String()})
+				pending[stream].Reset()
+			}
+		}
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Close()
+	}
+	for stream, b := range pending {
+		if b.Len() > 0 {
+			out[stream] = append(out[stream], criEntry{content: b.String(), partial: true})
+		}
+	}
+	return out
+}
+
+// logComplete reports whether the writer's last line is in the log.
+func logComplete(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return false
+	}
+	buf := make([]byte, min(st.Size(), 64*1024))
+	if _, err := f.ReadAt(buf, st.Size()-int64(len(buf))); err != nil {
+		return false
+	}
+	return strings.Contains(string(buf), " stdout P "+logTail+"\n")
+}
+
+// waitLog waits until the stdout tail is copied and the container exited
+// (so stderr is complete too).
+func waitLog(t testing.TB, ctx context.Context, sh *shimtest.Shim, id, path string) {
+	t.Helper()
+	for {
+		st, err := sh.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+		if err == nil && st.Status.State == runtimeapi.ContainerState_CONTAINER_EXITED && logComplete(path) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("log of %s not complete: %v (last status err %v)", id, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// checkLog checks every line the writer wrote is in the log exactly once,
+// in order, each stream on its own, with the long line split as partials.
+func checkLog(t testing.TB, path string, n int) {
+	t.Helper()
+	got := readCRI(t, path)
+	pad := strings.Repeat("0", logPad)
+	for stream, prefix := range map[string]string{crilog.Stdout: "out", crilog.Stderr: "err"} {
+		want := make([]criEntry, 0, n+2)
+		for i := 1; i <= n; i++ {
+			want = append(want, criEntry{content: fmt.Sprintf("%s %d %s", prefix, i, pad)})
+		}
+		if stream == crilog.Stdout {
+			want = append(want, criEntry{content: strings.Repeat("0", longLine)}, criEntry{content: logTail, partial: true})
+		}
+		g := got[stream]
+		if len(g) != len(want) {
+			t.Errorf("%s: %d lines, want %d", stream, len(g), len(want))
+		}
+		for i := range min(len(g), len(want)) {
+			if g[i] != want[i] {
+				t.Fatalf("%s line %d: %.60q (partial %v), want %.60q", stream, i, g[i].content, g[i].partial, want[i].content)
+			}
+		}
+	}
+}
+
+// TestLogCopyExact: a fast writer well past Docker's rotation size; the
+// CRI log holds each line once, in order, per stream.
+func TestLogCopyExact(t *testing.T) {
+	env := shimtest.Get(t)
+	sh := env.StartShim(t)
+	ctx := ctxT(t, 10*time.Minute)
+	id, path := logPod(t, ctx, sh, env, "logexact", logLines)
+	waitLog(t, ctx, sh, id, path)
+	checkLog(t, path, logLines)
+}
+
+// TestLogCopyShimKilled kills the shim (SIGKILL) while the writer runs and
+// starts another on the same data dir: it resumes where the first stopped.
+func TestLogCopyShimKilled(t *testing.T) {
+	env := shimtest.Get(t)
+	sh := env.StartShim(t)
+	ctx := ctxT(t, 10*time.Minute)
+	id, path := logPod(t, ctx, sh, env, "logkill", logLines)
+	waitSize(t, ctx, path, 5<<20)
+	sh.Kill()
+	// Let Docker write on (and rotate) while no shim copies.
+	time.Sleep(time.Second)
+	sh2 := env.StartShim(t, "--data-dir="+sh.DataDir)
+	waitLog(t, ctx, sh2, id, path)
+	checkLog(t, path, logLines)
+}
+
+// TestLogCopyReopen rotates the CRI log as the kubelet does (rename, then
+// ReopenContainerLog) several times while the writer runs.
+func TestLogCopyReopen(t *testing.T) {
+	env := shimtest.Get(t)
+	sh := env.StartShim(t)
+	ctx := ctxT(t, 10*time.Minute)
+	id, path := logPod(t, ctx, sh, env, "logreopen", logLines)
+	for i := 1; i <= 3; i++ {
+		waitSize(t, ctx, path, 4<<20)
+		for j := i - 1; j >= 1; j-- {
+			if err := os.Rename(path+"."+strconv.Itoa(j), path+"."+strconv.Itoa(j+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Rename(path, path+".1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sh.Runtime.ReopenContainerLog(ctx, &runtimeapi.ReopenContainerLogRequest{ContainerId: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLog(t, ctx, sh, id, path)
+	checkLog(t, path, logLines)
+}
+
+// waitSize waits until the file at path holds at least size bytes.
+func waitSize(t testing.TB, ctx context.Context, path string, size int64) {
+	t.Helper()
+	for {
+		if st, err := os.Stat(path); err == nil && st.Size() >= size {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s never reached %d bytes", path, size)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// BenchmarkLogCopy runs the writer once per iteration and reports the MB/s
+// of container output that reached the CRI log (Docker's json-file writes
+// included: that is the path a container's output takes).
+func BenchmarkLogCopy(b *testing.B) {
+	env := shimtest.Get(b)
+	sh := env.StartShim(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	const n = 100000
+	var bytes int64
+	var elapsed time.Duration
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		id, path := logPod(b, ctx, sh, env, fmt.Sprintf("logbench%d", i), n)
+		waitLog(b, ctx, sh, id, path)
+		elapsed += time.Since(start)
+		for _, es := range readCRI(b, path) {
+			for _, e := range es {
+				bytes += int64(len(e.content) + 1)
+			}
+		}
+	}
+	b.ReportMetric(float64(bytes)/1e6/elapsed.Seconds(), "MB/s")
+}
