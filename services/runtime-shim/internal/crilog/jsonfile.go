@@ -28,7 +28,8 @@ import (
 // deleted) and never writes a file again once it is renamed, so the copier
 // keeps the file it reads open — an fd outlives both rename and deletion —
 // reads it to its end once the name points at a new inode, and goes on with
-// the file that followed it, found by inode.
+// the file that followed it, found by inode (and, since a file system
+// reuses a deleted file's inode number, checked by its first line).
 //
 // After every batch it records, in a small position file, the inode and byte
 // offset it reached in Docker's log with the CRI file's inode and size at
@@ -44,6 +45,7 @@ type Copier struct {
 
 	cur     *os.File // file being read, nil until Docker created it
 	curIno  uint64
+	curID   uint64 // firstLineID of cur, 0 until it has a line
 	off     int64  // offset in cur of the first byte not yet copied
 	buf     []byte // bytes read from cur past off: an unfinished line
 	skip    time.Time
@@ -55,6 +57,7 @@ type Copier struct {
 // Position is what a Copier records after each batch.
 type Position struct {
 	Ino     uint64 // inode of the Docker log file read
+	ID      uint64 // its firstLineID (0: not known)
 	Off     int64  // offset of the next line in it
 	CRIIno  uint64 // inode of the CRI file written
 	CRISize int64  // its size after the lines before Off
@@ -63,7 +66,7 @@ type Position struct {
 const posLen = 96
 
 func (p Position) encode() []byte {
-	b := fmt.Appendf(nil, "v1 %d %d %d %d", p.Ino, p.Off, p.CRIIno, p.CRISize)
+	b := fmt.Appendf(nil, "v1 %d %d %d %d %d", p.Ino, p.ID, p.Off, p.CRIIno, p.CRISize)
 	b = append(b, bytes.Repeat([]byte(" "), posLen-1-len(b))...)
 	return append(b, '\n')
 }
@@ -71,14 +74,15 @@ func (p Position) encode() []byte {
 func decodePosition(b []byte) (Position, bool) {
 	var p Position
 	f := strings.Fields(string(b))
-	if len(f) != 5 || f[0] != "v1" {
+	if len(f) != 6 || f[0] != "v1" {
 		return p, false
 	}
-	var err [4]error
+	var err [5]error
 	p.Ino, err[0] = strconv.ParseUint(f[1], 10, 64)
-	p.Off, err[1] = strconv.ParseInt(f[2], 10, 64)
-	p.CRIIno, err[2] = strconv.ParseUint(f[3], 10, 64)
-	p.CRISize, err[3] = strconv.ParseInt(f[4], 10, 64)
+	p.ID, err[1] = strconv.ParseUint(f[2], 10, 64)
+	p.Off, err[2] = strconv.ParseInt(f[3], 10, 64)
+	p.CRIIno, err[3] = strconv.ParseUint(f[4], 10, 64)
+	p.CRISize, err[4] = strconv.ParseInt(f[5], 10, 64)
 	return p, errors.Join(err[:]...) == nil
 }
 
@@ -117,12 +121,12 @@ func NewCopier(file *File, src, posPath string, log *slog.Logger) (*Copier, erro
 				return nil, err
 			}
 		}
-		c.openAt(p.Ino, p.Off)
+		c.openAt(p.Ino, p.ID, p.Off)
 	} else {
 		if _, size := file.State(); size > 0 {
 			c.skip = file.LastTimestamp()
 		}
-		c.openAt(0, 0)
+		c.openAt(0, 0, 0)
 	}
 	return c, nil
 }
@@ -146,9 +150,9 @@ func (c *Copier) chain() (names []string, inos []uint64) {
 	}
 }
 
-// openAt opens the file with inode ino at off, or when ino is 0 or gone the
-// oldest file of the chain at 0.
-func (c *Copier) openAt(ino uint64, off int64) {
+// openAt opens the file with inode ino and first-line id at off, or when ino
+// is 0 or gone the oldest file of the chain at 0.
+func (c *Copier) openAt(ino, id uint64, off int64) {
 	for range 10 { // a rotation between the listing and the open: list again
 		names, inos := c.chain()
 		if len(names) == 0 {
@@ -163,9 +167,16 @@ func (c *Copier) openAt(ino uint64, off int64) {
 				off = 0
 			}
 		}
-		if c.open(names[i], inos[i], off) {
-			return
+		if !c.open(names[i], inos[i], off) {
+			continue
 		}
+		if ino != 0 && id != 0 && c.curID != id {
+			// The inode number of a deleted file, reused.
+			c.lose("resume position %d:%d no longer in Docker's log", ino, off)
+			ino, off = 0, 0
+			continue
+		}
+		return
 	}
 }
 
@@ -187,7 +198,7 @@ func (c *Copier) open(name string, ino uint64, off int64) bool {
 	if c.cur != nil {
 		_ = c.cur.Close()
 	}
-	c.cur, c.curIno, c.off, c.buf = f, ino, off, c.buf[:0]
+	c.cur, c.curIno, c.curID, c.off, c.buf = f, ino, firstLineID(f), off, c.buf[:0]
 	return true
 }
 
@@ -276,7 +287,7 @@ func (c *Copier) step() (bool, error) {
 		return false, errors.New("crilog: copier closed")
 	}
 	if c.cur == nil {
-		c.openAt(0, 0)
+		c.openAt(0, 0, 0)
 		if c.cur == nil {
 			return false, nil
 		}
@@ -285,9 +296,10 @@ func (c *Copier) step() (bool, error) {
 	if err != nil || n > 0 {
 		return n > 0, err
 	}
-	// At the end of cur: has Docker moved on to a new file?
+	// At the end of cur: has Docker moved on to a new file? (A deleted cur
+	// may share its inode number with Docker's newest file.)
 	st, err := os.Stat(c.src)
-	if err != nil || inode(st) == c.curIno {
+	if err != nil || (inode(st) == c.curIno && !unlinked(c.cur)) {
 		return false, nil
 	}
 	// Renamed: Docker wrote its last line to it before the rename.
@@ -311,7 +323,11 @@ func (c *Copier) step() (bool, error) {
 func (c *Copier) next() {
 	for range 10 {
 		names, inos := c.chain()
-		i := indexOf(inos, c.curIno)
+		i := -1
+		if !unlinked(c.cur) {
+			// Linked, so no other file has its inode number.
+			i = indexOf(inos, c.curIno)
+		}
 		switch {
 		case i == 0:
 			return // listed before the rename we saw; step again
@@ -389,7 +405,10 @@ func (c *Copier) record() error {
 		return err
 	}
 	ino, size := c.file.State()
-	if _, err := c.pos.WriteAt(Position{Ino: c.curIno, Off: c.off, CRIIno: ino, CRISize: size}.encode(), 0); err != nil {
+	if c.curID == 0 && c.off > 0 {
+		c.curID = firstLineID(c.cur)
+	}
+	if _, err := c.pos.WriteAt(Position{Ino: c.curIno, ID: c.curID, Off: c.off, CRIIno: ino, CRISize: size}.encode(), 0); err != nil {
 		return fmt.Errorf("crilog: record position: %w", err)
 	}
 	return nil

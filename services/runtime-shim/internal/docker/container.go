@@ -145,7 +145,7 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		cfg.Cmd = c.Args
 	}
 	hc := &container.HostConfig{
-		LogConfig: containerLogConfig(),
+		LogConfig: b.containerLogConfig(),
 	}
 	ns := c.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	hc.NetworkMode = container.NetworkMode("container:" + sb.ID)

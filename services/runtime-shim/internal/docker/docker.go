@@ -44,6 +44,10 @@ type Options struct {
 	Mirrors map[string]string
 	// Log is the logger; nil uses slog.Default.
 	Log *slog.Logger
+	// LogMaxSize and LogMaxFiles set the rotation of a container's json-file
+	// log (empty/0: DefaultLogMaxSize, DefaultLogMaxFiles).
+	LogMaxSize  string
+	LogMaxFiles int
 }
 
 // Streamer hands out URLs of the CRI streaming server (package streaming).
@@ -91,6 +95,12 @@ func New(opts Options) (*Backend, error) {
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
+	}
+	if opts.LogMaxSize == "" {
+		opts.LogMaxSize = DefaultLogMaxSize
+	}
+	if opts.LogMaxFiles <= 0 {
+		opts.LogMaxFiles = DefaultLogMaxFiles
 	}
 	if opts.DataDir == "" {
 		return nil, errors.New("docker backend: data dir is required")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
@@ -15,19 +16,20 @@ import (
 )
 
 // Docker's copy of a container's output: json-file, rotated by Docker at
-// logMaxSize into at most logMaxFiles files, uncompressed so the copier can
-// read a rotated file. These override the daemon's log-opts, which may
-// compress or not rotate at all. The copier reads Docker's files directly
-// (crilog.Copier) and holds the file it reads open, so it loses lines only
-// when it falls behind by logMaxFiles whole files (a shim stopped that long).
+// Options.LogMaxSize into at most Options.LogMaxFiles files, uncompressed so
+// the copier can read a rotated file. These override the daemon's log-opts,
+// which may compress or not rotate at all. The copier reads Docker's files
+// directly (crilog.Copier) and holds the file it reads open, so it loses
+// lines only when it falls behind by all of Docker's files: a shim stopped
+// while the container wrote more than max size x max files.
 const (
-	logMaxSize  = "10m"
-	logMaxFiles = "5"
+	DefaultLogMaxSize  = "10m"
+	DefaultLogMaxFiles = 5
 )
 
-func containerLogConfig() container.LogConfig {
+func (b *Backend) containerLogConfig() container.LogConfig {
 	return container.LogConfig{Type: "json-file", Config: map[string]string{
-		"max-size": logMaxSize, "max-file": logMaxFiles, "compress": "false",
+		"max-size": b.opts.LogMaxSize, "max-file": strconv.Itoa(b.opts.LogMaxFiles), "compress": "false",
 	}}
 }
 

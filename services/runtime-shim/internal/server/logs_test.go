@@ -187,18 +187,34 @@ func TestLogCopyExact(t *testing.T) {
 
 // TestLogCopyShimKilled kills the shim (SIGKILL) while the writer runs and
 // starts another on the same data dir: it resumes where the first stopped.
+// What the container writes while no shim copies only Docker keeps, so
+// Docker keeps 20 files of 10 MB here, more than the writer's whole output
+// in json (~80 MB): it still rotates about eight times, with the copier
+// stopped across some of them.
 func TestLogCopyShimKilled(t *testing.T) {
 	env := shimtest.Get(t)
-	sh := env.StartShim(t)
+	retain := []string{"--docker-log-max-size=10m", "--docker-log-max-files=20"}
+	sh := env.StartShim(t, retain...)
 	ctx := ctxT(t, 10*time.Minute)
 	id, path := logPod(t, ctx, sh, env, "logkill", logLines)
 	waitSize(t, ctx, path, 5<<20)
 	sh.Kill()
+	killed := fileSize(path)
 	// Let Docker write on (and rotate) while no shim copies.
 	time.Sleep(time.Second)
-	sh2 := env.StartShim(t, "--data-dir="+sh.DataDir)
+	t.Logf("CRI log %d bytes when the shim was killed, %d when the next one starts", killed, fileSize(path))
+	sh2 := env.StartShim(t, append(retain, "--data-dir="+sh.DataDir)...)
 	waitLog(t, ctx, sh2, id, path)
+	t.Logf("CRI log %d bytes at the end", fileSize(path))
 	checkLog(t, path, logLines)
+}
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return -1
+	}
+	return st.Size()
 }
 
 // TestLogCopyReopen rotates the CRI log as the kubelet does (rename, then

@@ -27,14 +27,16 @@ const (
 type Config struct {
 	service.Common `yaml:",inline"`
 
-	Backend         string `yaml:"backend" flag:"backend" usage:"CRI backend: docker (the Docker Engine) or forward (another CRI endpoint)"`
-	ForwardEndpoint string `yaml:"forward_endpoint" flag:"forward-endpoint" usage:"CRI endpoint the forward backend relays to (unix:///path)"`
-	DockerHost      string `yaml:"docker_host" flag:"docker-host" usage:"Docker endpoint (default: DOCKER_HOST or unix:///var/run/docker.sock)"`
-	DockerInstance  string `yaml:"docker_instance" flag:"docker-instance" usage:"value of the instance label on every Docker object; shims sharing one Docker must differ"`
-	PauseImage      string `yaml:"pause_image" flag:"pause-image" usage:"image of the pod sandbox (pause) containers; built from our pause program when missing"`
-	PauseBinary     string `yaml:"pause_binary" flag:"pause-binary" usage:"static pause program to import as the pause image (default: bin/pause next to the binary, else built with go)"`
-	RegistryMirrors string `yaml:"registry_mirrors" flag:"registry-mirrors" usage:"comma-separated registry=mirror pairs PullImage fetches from instead (e.g. registry.k8s.io=127.0.0.1:5000)"`
-	StreamingAddr   string `yaml:"streaming_addr" flag:"streaming-addr" usage:"host:port of the Exec/Attach/PortForward streaming server (port 0 picks one)"`
+	Backend           string `yaml:"backend" flag:"backend" usage:"CRI backend: docker (the Docker Engine) or forward (another CRI endpoint)"`
+	ForwardEndpoint   string `yaml:"forward_endpoint" flag:"forward-endpoint" usage:"CRI endpoint the forward backend relays to (unix:///path)"`
+	DockerHost        string `yaml:"docker_host" flag:"docker-host" usage:"Docker endpoint (default: DOCKER_HOST or unix:///var/run/docker.sock)"`
+	DockerInstance    string `yaml:"docker_instance" flag:"docker-instance" usage:"value of the instance label on every Docker object; shims sharing one Docker must differ"`
+	PauseImage        string `yaml:"pause_image" flag:"pause-image" usage:"image of the pod sandbox (pause) containers; built from our pause program when missing"`
+	PauseBinary       string `yaml:"pause_binary" flag:"pause-binary" usage:"static pause program to import as the pause image (default: bin/pause next to the binary, else built with go)"`
+	RegistryMirrors   string `yaml:"registry_mirrors" flag:"registry-mirrors" usage:"comma-separated registry=mirror pairs PullImage fetches from instead (e.g. registry.k8s.io=127.0.0.1:5000)"`
+	DockerLogMaxSize  string `yaml:"docker_log_max_size" flag:"docker-log-max-size" usage:"size at which Docker rotates a container's json-file log (its copy the CRI log is made from)"`
+	DockerLogMaxFiles int    `yaml:"docker_log_max_files" flag:"docker-log-max-files" usage:"json-file logs Docker keeps per container; with the max size this bounds Docker's copy and how much output a stopped runtime-shim can still copy when it restarts"`
+	StreamingAddr     string `yaml:"streaming_addr" flag:"streaming-addr" usage:"host:port of the Exec/Attach/PortForward streaming server (port 0 picks one)"`
 }
 
 // Server is the runtime-shim service.
@@ -49,11 +51,13 @@ type Server struct {
 // New returns the service with its defaults.
 func New() *Server {
 	return &Server{cfg: Config{
-		Common:         service.DefaultCommon(),
-		Backend:        BackendDocker,
-		DockerInstance: "default",
-		PauseImage:     docker.DefaultPauseImage,
-		StreamingAddr:  "127.0.0.1:0",
+		Common:            service.DefaultCommon(),
+		Backend:           BackendDocker,
+		DockerInstance:    "default",
+		PauseImage:        docker.DefaultPauseImage,
+		StreamingAddr:     "127.0.0.1:0",
+		DockerLogMaxSize:  docker.DefaultLogMaxSize,
+		DockerLogMaxFiles: docker.DefaultLogMaxFiles,
 	}}
 }
 
@@ -75,6 +79,7 @@ func (s *Server) Register(env *service.Env) error {
 		b, err := docker.New(docker.Options{Mirrors: mirrors,
 			Host: s.cfg.DockerHost, DataDir: filepath.Join(s.cfg.DataDir, components.RuntimeShim),
 			Instance: s.cfg.DockerInstance, PauseImage: s.cfg.PauseImage, PauseBinary: s.cfg.PauseBinary, Log: env.Log,
+			LogMaxSize: s.cfg.DockerLogMaxSize, LogMaxFiles: s.cfg.DockerLogMaxFiles,
 		})
 		if err != nil {
 			return err
