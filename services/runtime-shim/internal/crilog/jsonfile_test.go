@@ -194,3 +194,47 @@ func TestCopierRotationAndResume(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCopier copies a Docker json-file log of 100-byte lines into a CRI
+// file and reports the MB/s of container output copied.
+func BenchmarkCopier(b *testing.B) {
+	dir := b.TempDir()
+	src := filepath.Join(dir, "c-json.log")
+	var buf bytes.Buffer
+	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	pad := strings.Repeat("x", 90)
+	var out int64
+	for i := range 200000 {
+		line := fmt.Sprintf("%08d %s\n", i, pad)
+		out += int64(len(line))
+		buf.Write(dockerLine(b, line, Stdout, ts.Add(time.Duration(i))))
+	}
+	if err := os.WriteFile(src, buf.Bytes(), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(out)
+	b.ResetTimer()
+	for i := range b.N {
+		cri := filepath.Join(dir, fmt.Sprintf("cri%d.log", i))
+		file, err := Open(cri)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := NewCopier(file, src, cri+".pos", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			ok, err := c.step()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+		}
+		_ = c.Close()
+		_ = file.Close()
+		_ = os.Remove(cri)
+	}
+}

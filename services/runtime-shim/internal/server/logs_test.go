@@ -257,6 +257,8 @@ func waitSize(t testing.TB, ctx context.Context, path string, size int64) {
 	}
 }
 
+var benchPods int // BenchmarkLogCopy runs more than once: pod names differ
+
 // BenchmarkLogCopy runs the writer once per iteration and reports the MB/s
 // of container output that reached the CRI log (Docker's json-file writes
 // included: that is the path a container's output takes).
@@ -270,7 +272,8 @@ func BenchmarkLogCopy(b *testing.B) {
 	var elapsed time.Duration
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		id, path := logPod(b, ctx, sh, env, fmt.Sprintf("logbench%d", i), n)
+		benchPods++
+		id, path := logPod(b, ctx, sh, env, fmt.Sprintf("logbench%d", benchPods), n)
 		waitLog(b, ctx, sh, id, path)
 		elapsed += time.Since(start)
 		for _, es := range readCRI(b, path) {
