@@ -129,10 +129,6 @@ func allSucceeded(cs []corev1.ContainerStatus) bool {
 
 func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.ContainerStatus {
 	var out []corev1.ContainerStatus
-	pendingInit := false
-	if !init {
-		pendingInit = !initDone(in)
-	}
 	for i := range specs {
 		c := &specs[i]
 		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image}
@@ -163,6 +159,11 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 					cs.State.Waiting = w
 				} else {
 					cs.State.Terminated = term
+					// A finished (non-sidecar) init container is ready,
+					// as the kubelet's prober manager reports it.
+					if init && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) && term.ExitCode == 0 {
+						cs.Ready = true
+					}
 				}
 				started := false
 				cs.Started = &started
@@ -175,8 +176,11 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 				}
 			}
 		} else {
+			// The kubelet's default waiting state: PodInitializing for
+			// every container (init ones too) of a pod with init
+			// containers, ContainerCreating otherwise.
 			w := &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
-			if pendingInit {
+			if len(in.Pod.Spec.InitContainers) > 0 {
 				w.Reason = "PodInitializing"
 			}
 			if hasReason {

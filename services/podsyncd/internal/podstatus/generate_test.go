@@ -117,3 +117,31 @@ func TestProbesDriveReadiness(t *testing.T) {
 		})
 	}
 }
+
+// TestInitContainerStatuses: the kubelet's default waiting reason is
+// PodInitializing for every container of a pod with init containers (the
+// init containers not started yet too), and a finished init container
+// reports Ready while a finished sidecar does not.
+func TestInitContainerStatuses(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	p := pod(corev1.RestartPolicyNever)
+	p.Spec.InitContainers = []corev1.Container{{Name: "init1"}, {Name: "init2"}, {Name: "side", RestartPolicy: &always}}
+	st := gen(p, podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("init1", podruntime.StateExited, 0, 0)}}, nil, false)
+	if got := st.InitContainerStatuses[0]; got.State.Terminated == nil || !got.Ready {
+		t.Errorf("finished init1: %+v, want terminated and ready", got)
+	}
+	for _, c := range append(st.InitContainerStatuses[1:], st.ContainerStatuses...) {
+		if c.State.Waiting == nil || c.State.Waiting.Reason != "PodInitializing" {
+			t.Errorf("%s: state %+v, want waiting PodInitializing", c.Name, c.State)
+		}
+	}
+	failed := gen(p, podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("init1", podruntime.StateExited, 2, 0)}}, nil, false)
+	if failed.InitContainerStatuses[0].Ready {
+		t.Error("an init container that failed is ready")
+	}
+	p2 := pod(corev1.RestartPolicyAlways)
+	st2 := gen(p2, podruntime.PodStatus{Sandboxes: sb}, nil, false)
+	if w := st2.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ContainerCreating" {
+		t.Errorf("no init containers: %+v, want ContainerCreating", st2.ContainerStatuses[0].State)
+	}
+}
