@@ -293,7 +293,11 @@ func (l *Loop) SyncPod(ctx context.Context, pod *corev1.Pod) (bool, time.Duratio
 		l.report(ctx, pod, &pre)
 		return true, 0, nil
 	}
-	if l.lastStatus(pod.UID) == nil {
+	// A new spec's generation is reported before acting on it, as the
+	// kubelet sets the status at the start of every sync: a slow action
+	// (an image pull, a container's grace period) does not hold back
+	// observedGeneration.
+	if last := l.lastStatus(pod.UID); last == nil || last.ObservedGeneration != pre.ObservedGeneration {
 		l.report(ctx, pod, &pre)
 	}
 	res := l.rm.SyncPod(ctx, pod, st)
