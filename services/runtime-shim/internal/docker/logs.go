@@ -135,6 +135,12 @@ func (b *Backend) resumeLogs(ctx context.Context) {
 		if path == "" || c.State == "created" {
 			continue
 		}
+		if _, err := os.Stat(filepath.Dir(path)); err != nil {
+			// The caller removed the log directory (the pod is going away):
+			// do not create it again.
+			b.log.Debug("resume CRI log: log directory gone", "container", c.ID, "path", path)
+			continue
+		}
 		ins, err := b.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
 		if err != nil {
 			b.log.Warn("resume CRI log: inspect", "container", c.ID, "err", err)
