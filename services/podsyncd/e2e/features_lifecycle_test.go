@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/microlet/microlet/internal/testenv/registry"
 )
 
 // TestPodLifecycle proves on the real stack the pod-lifecycle behaviours
@@ -162,6 +165,9 @@ func TestPodLifecycle(t *testing.T) {
 	t.Run("observedGeneration follows quick spec updates", func(t *testing.T) {
 		s.t = t
 		p := s.Pod("generation", corev1.RestartPolicyAlways, "sleep 3600")
+		// sh ignores SIGTERM: replacing the container takes its whole grace period.
+		grace := int64(30)
+		p.Spec.TerminationGracePeriodSeconds = &grace
 		p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: s.image, Command: []string{"true"}}}
 		start := int64(5000)
 		p.Spec.ActiveDeadlineSeconds = &start
@@ -182,7 +188,7 @@ func TestPodLifecycle(t *testing.T) {
 		s.WaitPod("default", "generation", "running with generation 1 observed", func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodRunning && generationsSeen(1)(p)
 		})
-		const updates = 50
+		const updates = 300
 		for range updates {
 			s.update(t, "generation", func(p *corev1.Pod) { *p.Spec.ActiveDeadlineSeconds-- })
 		}
@@ -198,6 +204,21 @@ func TestPodLifecycle(t *testing.T) {
 		if got.Status.Phase != corev1.PodRunning {
 			t.Errorf("phase %s after spec updates, want Running", got.Status.Phase)
 		}
+
+		// A new image replaces the container; the new generation is
+		// reported before the old container's 30 s grace period is over,
+		// as the kubelet reports the status at the start of the sync.
+		oldID := got.Status.ContainerStatuses[0].ContainerID
+		webImage := strings.TrimSuffix(s.image, registry.Busybox) + registry.WebServer
+		s.update(t, "generation", func(p *corev1.Pod) { p.Spec.Containers[0].Image = webImage })
+		got = s.WaitPod("default", "generation", fmt.Sprintf("generation %d observed", 2+updates), generationsSeen(2+updates))
+		if cs := got.Status.ContainerStatuses[0]; cs.ContainerID != oldID || cs.State.Running == nil {
+			t.Errorf("the new generation was reported only after the old container stopped: %+v", cs)
+		}
+		s.WaitPod("default", "generation", "running the new image", func(p *corev1.Pod) bool {
+			cs := p.Status.ContainerStatuses[0]
+			return cs.ContainerID != oldID && cs.State.Running != nil && cs.Image == webImage
+		})
 		s.deletePod("generation")
 	})
 
