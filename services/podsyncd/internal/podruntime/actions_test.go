@@ -122,6 +122,8 @@ func (f failedLiveness) LivenessFailed(c *corev1.Container, id string) (string, 
 	return "Container " + c.Name + " failed liveness probe, will be restarted", &g, f[id]
 }
 
+func (f failedLiveness) Started(*corev1.Container, string) bool { return true }
+
 func TestLivenessFailureRestarts(t *testing.T) {
 	five := int64(5)
 	for _, tc := range []struct {

@@ -2,17 +2,22 @@ package podruntime
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/events"
 )
 
 // runHandler runs a lifecycle hook: exec through the CRI's ExecSync, an HTTP
@@ -48,14 +53,23 @@ func (m *Manager) runHandler(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 	return "", fmt.Errorf("lifecycle handler has no action")
 }
 
-func (m *Manager) podIP(ctx context.Context, pod *corev1.Pod) string {
+// podIP is the address of the pod's ready sandbox, where a lifecycle
+// httpGet without a host goes (upstream takes the pod's first IP and fails
+// the hook without one).
+func (m *Manager) podIP(ctx context.Context, pod *corev1.Pod) (string, error) {
 	st, err := m.GetPodStatus(ctx, pod.UID)
-	if err == nil {
-		if sb := st.ReadySandbox(); sb != nil && sb.IP != "" {
-			return sb.IP
+	if err != nil {
+		return "", fmt.Errorf("unable to get pod status, event handlers may be invalid: %w", err)
+	}
+	if sb := st.ReadySandbox(); sb != nil {
+		if len(sb.IPs) > 0 && sb.IPs[0] != "" {
+			return sb.IPs[0], nil
+		}
+		if sb.IP != "" {
+			return sb.IP, nil
 		}
 	}
-	return "127.0.0.1"
+	return "", errors.New("failed to find networking container")
 }
 
 func resolvePort(p intstr.IntOrString, c *corev1.Container) (int, error) {
@@ -73,35 +87,93 @@ func resolvePort(p intstr.IntOrString, c *corev1.Container) (int, error) {
 	return 0, fmt.Errorf("port %q not found in container %s", p.StrVal, c.Name)
 }
 
+// hookClient is the kubelet's lifecycle HTTP client: certificates are not
+// verified and redirects are followed only on the same host (another host's
+// redirect is the answer).
+var hookClient = &http.Client{
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // lifecycle hooks do not verify, like upstream
+	CheckRedirect: func(r *http.Request, via []*http.Request) error {
+		if r.URL.Hostname() != via[0].URL.Hostname() {
+			return http.ErrUseLastResponse
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	},
+}
+
+// hookUserAgent is what upstream's lifecycle requests send.
+const hookUserAgent = "kube-lifecycle/1.36"
+
+// httpGet runs an httpGet hook as upstream's handler runner: the host
+// defaults to the pod IP, the port may be a container port name, the path
+// may carry a query, headers are sent as given (Host sets the request's
+// host; User-Agent and Accept have defaults). Only a failed request fails
+// the hook, whatever the status code; an HTTPS hook answered in plain HTTP
+// is retried over HTTP (without Authorization) with a LifecycleHTTPFallback
+// warning.
 func (m *Manager) httpGet(ctx context.Context, pod *corev1.Pod, c *corev1.Container, g *corev1.HTTPGetAction) error {
 	host := g.Host
 	if host == "" {
-		host = m.podIP(ctx, pod)
+		ip, err := m.podIP(ctx, pod)
+		if err != nil {
+			return err
+		}
+		host = ip
 	}
 	port, err := resolvePort(g.Port, c)
 	if err != nil {
 		return err
 	}
-	scheme := "http"
-	if g.Scheme == corev1.URISchemeHTTPS {
-		scheme = "https"
+	scheme := strings.ToLower(string(g.Scheme))
+	if scheme == "" {
+		scheme = "http"
 	}
-	u := url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(port)), Path: g.Path}
+	u, err := url.Parse(g.Path)
+	if err != nil {
+		u = &url.URL{Path: g.Path}
+	}
+	u.Scheme, u.Host = scheme, net.JoinHostPort(host, strconv.Itoa(port))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return err
 	}
+	hdr := http.Header{}
 	for _, h := range g.HTTPHeaders {
-		req.Header.Add(h.Name, h.Value)
+		hdr.Add(h.Name, h.Value)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
+	if _, ok := hdr["User-Agent"]; !ok {
+		hdr.Set("User-Agent", hookUserAgent)
 	}
-	defer resp.Body.Close()
+	if _, ok := hdr["Accept"]; !ok {
+		hdr.Set("Accept", "*/*")
+	} else if hdr.Get("Accept") == "" {
+		hdr.Del("Accept")
+	}
+	req.Header, req.Host = hdr, hdr.Get("Host")
+	resp, err := hookClient.Do(req)
+	discard(resp)
+	var uerr *url.Error
+	if err != nil && errors.As(err, &uerr) && strings.Contains(uerr.Err.Error(), "server gave HTTP response to HTTPS client") {
+		plain := req.Clone(ctx)
+		plain.URL.Scheme = "http"
+		plain.Header.Del("Authorization")
+		resp, perr := hookClient.Do(plain)
+		discard(resp)
+		if perr == nil {
+			m.opts.Recorder.Event(events.PodRef(pod), corev1.EventTypeWarning, "LifecycleHTTPFallback",
+				fmt.Sprintf("request to HTTPS lifecycle hook %s got HTTP response, retry with HTTP succeeded", plain.URL.Host))
+			err = nil
+		}
+	}
+	return err
+}
+
+func discard(resp *http.Response) {
+	if resp == nil {
+		return
+	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 10<<10))
-	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return nil
+	_ = resp.Body.Close()
 }

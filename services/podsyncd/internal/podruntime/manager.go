@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -113,6 +114,10 @@ type Health interface {
 	// LivenessFailed returns upstream's kill message and the probe's own
 	// termination grace period (nil for the pod's) when the container failed.
 	LivenessFailed(c *corev1.Container, id string) (message string, grace *int64, failed bool)
+	// Started says whether a running container passed its startup probe
+	// (true when it has none): a sidecar gates the next init container and
+	// the app containers until then.
+	Started(c *corev1.Container, id string) bool
 }
 
 // SetHealth installs the probe results; call it before the first SyncPod.
@@ -130,6 +135,16 @@ func (m *Manager) livenessFailed(c *corev1.Container, id string) (string, *int64
 		return "", nil, false
 	}
 	return h.LivenessFailed(c, id)
+}
+
+func (m *Manager) started(c *corev1.Container, id string) bool {
+	m.mu.Lock()
+	h := m.health
+	m.mu.Unlock()
+	if h == nil {
+		return true
+	}
+	return h.Started(c, id)
 }
 
 // NewManager returns a manager over the given CRI clients.
@@ -218,6 +233,10 @@ type Actions struct {
 	SandboxAttempt uint32
 	// NextInit is the index of the init container to start next, -1 for none.
 	NextInit int
+	// RestartSidecars lists the restartable init containers of an
+	// initialized pod to start again (exited, or killed for a failed probe
+	// or a changed spec); they start before the app containers.
+	RestartSidecars []int
 	// InitFailed is set when an init container failed and the pod may not retry.
 	InitFailed bool
 	// Start lists the indexes of regular containers to start.
@@ -300,20 +319,60 @@ func (m *Manager) ComputePodActions(pod *corev1.Pod, st *PodStatus) Actions {
 		}
 	}
 
-	// Init containers run one at a time, in order; sidecars keep running.
+	// Init containers (upstream's computeInitContainerActions): regular
+	// ones run to completion one at a time, in order. A sidecar (restartable
+	// init container) must be running and started (its startup probe passed)
+	// before the next init container or any app container starts, and is kept
+	// running: restarted when it exits, fails its liveness or startup probe,
+	// or its spec changes. Once any app container exists the pod is
+	// initialized: finished init containers are not looked at again and a
+	// restarting sidecar no longer holds the app containers back.
+	initialized := false
+	for i := range pod.Spec.Containers {
+		if st.Latest(pod.Spec.Containers[i].Name) != nil {
+			initialized = true
+			break
+		}
+	}
 	initDone := true
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := st.Latest(c.Name)
 		if isSidecar(c) {
-			if cs == nil || cs.State == StateExited {
+			start := cs == nil || cs.State == StateExited || cs.State == StateCreated
+			if cs != nil && cs.State == StateRunning {
+				if cs.Hash != HashContainer(c) {
+					a.Kill[cs.ID] = fmt.Sprintf("Init container %s definition changed", c.Name)
+					start = true
+				} else if msg, grace, failed := m.livenessFailed(c, cs.ID); failed {
+					a.Kill[cs.ID] = msg
+					if grace != nil {
+						if a.KillGrace == nil {
+							a.KillGrace = map[string]*int64{}
+						}
+						a.KillGrace[cs.ID] = grace
+					}
+					start = true
+				}
+			}
+			if initialized {
+				if start {
+					a.RestartSidecars = append(a.RestartSidecars, i)
+				}
+				continue
+			}
+			if start {
 				initDone = false
 				a.NextInit = i
 				break
 			}
-			if cs.Hash != HashContainer(c) && cs.State == StateRunning {
-				a.Kill[cs.ID] = "container spec changed"
+			if cs.State != StateRunning || !m.started(c, cs.ID) {
+				initDone = false // wait for its startup probe
+				break
 			}
+			continue
+		}
+		if initialized {
 			continue
 		}
 		if cs == nil {
@@ -469,6 +528,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) S
 		c := &pod.Spec.InitContainers[a.NextInit]
 		m.startOne(ctx, pod, c, kindInit, st, sandboxID, sbConfig, &res)
 		return res
+	}
+	for _, i := range a.RestartSidecars {
+		m.startOne(ctx, pod, &pod.Spec.InitContainers[i], kindInit, st, sandboxID, sbConfig, &res)
 	}
 	for _, i := range a.Start {
 		m.startOne(ctx, pod, &pod.Spec.Containers[i], kindRegular, st, sandboxID, sbConfig, &res)
@@ -638,10 +700,33 @@ func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 
 // KillPod stops every running container (preStop hooks first, within the
 // grace period) and then the sandboxes. grace overrides the pod's own period.
+// As upstream with sidecars: the app containers (and other init and
+// ephemeral containers) stop first, together; then the sidecars one at a
+// time in reverse spec order, so every preStop hook still reaches the
+// sidecars, each with what is left of the grace period (at least the 2 s
+// minimum).
 func (m *Manager) KillPod(ctx context.Context, pod *corev1.Pod, st *PodStatus, grace *int64) error {
+	start := m.opts.Clock.Now()
+	var first, sidecars []ContainerStatus
+	order := map[string]int{}
+	if pod != nil {
+		for i := range pod.Spec.InitContainers {
+			if isSidecar(&pod.Spec.InitContainers[i]) {
+				order[pod.Spec.InitContainers[i].Name] = i
+			}
+		}
+	}
+	for _, c := range st.Running() {
+		if _, ok := order[c.Name]; ok && c.Init {
+			sidecars = append(sidecars, c)
+		} else {
+			first = append(first, c)
+		}
+	}
+	sort.SliceStable(sidecars, func(i, j int) bool { return order[sidecars[i].Name] > order[sidecars[j].Name] })
 	var wg sync.WaitGroup
 	errs := make(chan error, len(st.Containers)+len(st.Sandboxes))
-	for _, c := range st.Running() {
+	for _, c := range first {
 		wg.Add(1)
 		go func(c ContainerStatus) {
 			defer wg.Done()
@@ -651,6 +736,15 @@ func (m *Manager) KillPod(ctx context.Context, pod *corev1.Pod, st *PodStatus, g
 		}(c)
 	}
 	wg.Wait()
+	for _, c := range sidecars {
+		left := gracePeriod(pod, grace) - int64(m.opts.Clock.Since(start).Seconds())
+		if left < minGracePeriod {
+			left = minGracePeriod
+		}
+		if err := m.killContainer(ctx, pod, c.ID, c.Name, "", &left); err != nil {
+			errs <- err
+		}
+	}
 	for _, sb := range st.Sandboxes {
 		if !sb.Ready {
 			continue

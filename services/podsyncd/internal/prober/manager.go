@@ -94,8 +94,18 @@ func (m *Manager) Sync(pod *corev1.Pod, st *podruntime.PodStatus) {
 	}
 	want := map[key]*corev1.Probe{}
 	containers := map[string]*corev1.Container{}
+	// Regular containers and restartable init containers (sidecars) are
+	// probed, as upstream's prober manager does; other init containers are not.
+	var specs []*corev1.Container
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			specs = append(specs, c)
+		}
+	}
 	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+		specs = append(specs, &pod.Spec.Containers[i])
+	}
+	for _, c := range specs {
 		cs := st.Latest(c.Name)
 		if cs == nil || cs.State != podruntime.StateRunning {
 			continue
