@@ -77,7 +77,7 @@ func Resolve(ctx context.Context, pod *corev1.Pod, c *corev1.Container, src Sour
 				continue
 			}
 			for k, v := range cm.(*corev1.ConfigMap).Data {
-				if name := from.Prefix + k; len(validation.IsEnvVarName(name)) == 0 {
+				if name := from.Prefix + k; envFromName(name) {
 					set(name, v)
 				}
 			}
@@ -91,7 +91,7 @@ func Resolve(ctx context.Context, pod *corev1.Pod, c *corev1.Container, src Sour
 				continue
 			}
 			for k, v := range s.(*corev1.Secret).Data {
-				if name := from.Prefix + k; len(validation.IsEnvVarName(name)) == 0 {
+				if name := from.Prefix + k; envFromName(name) {
 					set(name, string(v))
 				}
 			}
@@ -118,6 +118,14 @@ func Resolve(ctx context.Context, pod *corev1.Pod, c *corev1.Container, src Sour
 	}
 	return out, nil
 }
+
+// envFromName reports whether an envFrom entry's name (prefix + key) can
+// be passed on. Since RelaxedEnvironmentVariableValidation (GA) the API
+// accepts any printable ASCII but '=' in names, and the kubelet passes every
+// envFrom key through unchecked ("1-data", "$_-data", "#@!data"); only a
+// name the runtime could not represent (empty, '=', control characters) is
+// dropped here, which API validation already rules out.
+func envFromName(name string) bool { return len(validation.IsRelaxedEnvVarName(name)) == 0 }
 
 // get fetches a ConfigMap (or Secret); nil without error when it is missing
 // and optional.

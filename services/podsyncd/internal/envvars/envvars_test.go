@@ -52,7 +52,7 @@ func TestResolve(t *testing.T) {
 		want    []Var
 		wantErr string
 	}{
-		{"envFrom with prefix skips invalid names, env overrides and expands", corev1.Container{
+		{"envFrom with prefix skips names with =, env overrides and expands", corev1.Container{
 			EnvFrom: []corev1.EnvFromSource{{Prefix: "CM_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}}},
 			Env:     []corev1.EnvVar{{Name: "CM_color", Value: "red-$(CM_size)"}},
 		}, nil, ""},
@@ -115,6 +115,43 @@ func TestResolve(t *testing.T) {
 				t.Fatalf("got  %v\nwant %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestResolveEnvFromRelaxedNames: names that are not C identifiers, from
+// keys and prefixes alike (the conformance "various prefixes" specs), reach
+// the container as the kubelet passes them.
+func TestResolveEnvFromRelaxedNames(t *testing.T) {
+	src := objects{
+		cms:     map[string]*corev1.ConfigMap{"cm": {Data: map[string]string{"data-1": "value-1", "1-data": "value-2"}}},
+		secrets: map[string]*corev1.Secret{"sec": {Data: map[string][]byte{"data-1": []byte("value-1\n")}}},
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
+	cm := func(prefix string) corev1.EnvFromSource {
+		return corev1.EnvFromSource{Prefix: prefix, ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}}
+	}
+	c := &corev1.Container{Name: "c", EnvFrom: []corev1.EnvFromSource{
+		cm(""), cm("1-"), cm("$_-"), cm("ABC_"), cm("#@!"),
+		{Prefix: "p-", SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}}},
+	}}
+	got, err := Resolve(context.Background(), pod, c, src, Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, v := range got {
+		m[v.Name] = v.Value
+	}
+	want := map[string]string{
+		"data-1": "value-1", "1-data": "value-2",
+		"1-data-1": "value-1", "1-1-data": "value-2",
+		"$_-data-1": "value-1", "$_-1-data": "value-2",
+		"ABC_data-1": "value-1", "ABC_1-data": "value-2",
+		"#@!data-1": "value-1", "#@!1-data": "value-2",
+		"p-data-1": "value-1\n",
+	}
+	if !reflect.DeepEqual(m, want) {
+		t.Fatalf("got  %v\nwant %v", m, want)
 	}
 }
 
