@@ -143,3 +143,38 @@ func TestLivenessFailureAndStartupGate(t *testing.T) {
 		t.Fatal("old instance's verdict kept")
 	}
 }
+
+// A sidecar (restartable init container) is probed like an app container;
+// a regular init container is not.
+func TestSidecarProbed(t *testing.T) {
+	s := &script{results: map[Kind][]Result{Startup: {Success}}, calls: make(chan Kind, 10)}
+	m := NewWithRunner(s.run, clocktesting.NewFakeClock(time.Now()), nil, nil)
+	defer m.Stop()
+	always := corev1.ContainerRestartPolicyAlways
+	probe := &corev1.Probe{PeriodSeconds: 1}
+	sidecar := corev1.Container{Name: "sidecar", RestartPolicy: &always, StartupProbe: probe}
+	plain := corev1.Container{Name: "init", StartupProbe: probe}
+	pod := &corev1.Pod{}
+	pod.UID = "uid-1"
+	pod.Spec.InitContainers = []corev1.Container{plain, sidecar}
+	pod.Spec.Containers = []corev1.Container{{Name: "app"}}
+	st := &podruntime.PodStatus{UID: pod.UID, Sandboxes: []podruntime.SandboxStatus{{ID: "sb", Ready: true, IP: "10.0.0.2"}},
+		Containers: []podruntime.ContainerStatus{
+			{ID: "s1", Name: "sidecar", State: podruntime.StateRunning, Init: true},
+			{ID: "i1", Name: "init", State: podruntime.StateRunning, Init: true},
+		}}
+	if m.Started(&pod.Spec.InitContainers[1], "s1") {
+		t.Fatal("sidecar started before its startup probe ran")
+	}
+	m.Sync(pod, st)
+	if k := waitCall(t, s); k != Startup {
+		t.Fatalf("probe %s, want Startup", k)
+	}
+	eventually(t, "sidecar started", func() bool { return m.Started(&pod.Spec.InitContainers[1], "s1") })
+	m.mu.Lock()
+	n := len(m.workers)
+	m.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d workers, want only the sidecar's", n)
+	}
+}
