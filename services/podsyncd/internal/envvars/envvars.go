@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -306,6 +307,38 @@ func ResourceValue(pod *corev1.Pod, self *corev1.Container, ref *corev1.Resource
 // Expand replaces $(VAR) with earlier values; $$ escapes a dollar and an
 // unknown reference stays as written.
 func Expand(s string, vals map[string]string) string {
+	return expand(s, func(name string) (string, bool) {
+		v, ok := vals[name]
+		return v, ok
+	})
+}
+
+// ExpandSubPath expands a volumeMount's subPathExpr with the container's
+// environment under the kubelet's stricter rule: every variable it names
+// must be set and non-empty, else the error lists the missing ones (sorted)
+// and the container is not created.
+func ExpandSubPath(expr string, vals map[string]string) (string, error) {
+	missing := map[string]bool{}
+	out := expand(expr, func(name string) (string, bool) {
+		v := vals[name]
+		if v == "" {
+			missing[name] = true
+		}
+		return v, true
+	})
+	if len(missing) > 0 {
+		names := make([]string, 0, len(missing))
+		for k := range missing {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		return "", fmt.Errorf("missing value for %s", strings.Join(names, ", "))
+	}
+	return out, nil
+}
+
+// expand is $(VAR) expansion; lookup's false keeps the reference as written.
+func expand(s string, lookup func(name string) (string, bool)) string {
 	if !strings.Contains(s, "$") {
 		return s
 	}
@@ -326,7 +359,7 @@ func Expand(s string, vals map[string]string) string {
 				return b.String()
 			}
 			name := s[i+2 : i+2+end]
-			if v, ok := vals[name]; ok {
+			if v, ok := lookup(name); ok {
 				b.WriteString(v)
 			} else {
 				b.WriteString(s[i : i+3+end])

@@ -265,3 +265,28 @@ func TestResolveWithServiceEnv(t *testing.T) {
 		t.Fatalf("got  %v\nwant %v", got, want)
 	}
 }
+
+func TestExpandSubPath(t *testing.T) {
+	vals := map[string]string{"POD_NAME": "foo", "ANNOTATION": "mypath", "EMPTY": ""}
+	tests := []struct{ expr, want, wantErr string }{
+		{"$(ANNOTATION)/$(POD_NAME)", "mypath/foo", ""},
+		{"logs", "logs", ""},
+		{"$$(POD_NAME)", "$(POD_NAME)", ""},
+		{"$(EMPTY)/$(POD_NAME)", "", "missing value for EMPTY"},
+		{"$(NOPE)/$(EMPTY)", "", "missing value for EMPTY, NOPE"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.expr, func(t *testing.T) {
+			got, err := ExpandSubPath(tc.expr, vals)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("= %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

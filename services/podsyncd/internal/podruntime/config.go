@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -119,8 +117,8 @@ func (m *Manager) podInfo(ctx context.Context, sandboxID string) envvars.Info {
 }
 
 // mounts turns the container's volumeMounts into CRI mounts over the pod's
-// set-up volumes.
-func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container) ([]*runtimeapi.Mount, error) {
+// set-up volumes; env is the container's environment, for subPathExpr.
+func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container, env map[string]string) ([]*runtimeapi.Mount, error) {
 	if len(c.VolumeMounts) == 0 {
 		return nil, nil
 	}
@@ -135,21 +133,17 @@ func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container) ([]*runtimeapi.Mo
 			return nil, fmt.Errorf("container %s: volume %q is not set up", c.Name, vm.Name)
 		}
 		host := v.Path
-		if vm.SubPath != "" {
-			sub := filepath.Clean(vm.SubPath)
-			if filepath.IsAbs(sub) || sub == ".." || strings.HasPrefix(sub, "../") {
-				return nil, fmt.Errorf("container %s: subPath %q must be a relative path inside the volume", c.Name, vm.SubPath)
-			}
-			host = filepath.Join(v.Path, sub)
-			if _, err := os.Lstat(host); os.IsNotExist(err) {
-				if err := os.MkdirAll(host, 0o755); err != nil {
-					return nil, fmt.Errorf("container %s: subPath %q: %w", c.Name, vm.SubPath, err)
-				}
-			}
-			// A subPath through the atomic writer's links must name the
-			// real file (upstream's subPath mounts do not follow updates either).
-			if real, err := filepath.EvalSymlinks(host); err == nil {
-				host = real
+		sub, err := mountSubPath(&vm, env)
+		if err != nil {
+			return nil, err
+		}
+		if sub != "" {
+			// A subPath through the atomic writer's links names the real
+			// file (upstream's subPath mounts do not follow updates either).
+			if host, err = prepareSubPath(v.Path, sub); err != nil {
+				m.log.Warn("preparing subPath failed", "pod", podRef(pod), "container", c.Name, "volumeMount", vm.Name, "err", err)
+				// As the kubelet, the host's paths stay out of the message.
+				return nil, fmt.Errorf("failed to prepare subPath for volumeMount %q of container %q", vm.Name, c.Name)
 			}
 		}
 		mnt := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly || v.ReadOnly}
@@ -192,7 +186,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 	for _, s := range c.Args {
 		args = append(args, expand(s, vals))
 	}
-	mounts, err := m.mounts(pod, c)
+	mounts, err := m.mounts(pod, c, vals)
 	if err != nil {
 		return nil, err
 	}
