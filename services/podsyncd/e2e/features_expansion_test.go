@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,6 +58,110 @@ func TestPodEnvFromAndSubPathExpr(t *testing.T) {
 				t.Errorf("env output lacks %q:\n%s", want, out)
 			}
 		}
+	})
+
+	// The Variable Expansion specs' pods: an emptyDir mounted whole and
+	// again at a subPathExpr.
+	subPathPod := func(name, cmd, expr string, env ...corev1.EnvVar) *corev1.Pod {
+		p := s.Pod(name, corev1.RestartPolicyNever, cmd)
+		p.Spec.Volumes = []corev1.Volume{{Name: "workdir", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		p.Spec.Containers[0].Env = env
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{
+			{Name: "workdir", MountPath: "/subpath_mount", SubPathExpr: expr},
+			{Name: "workdir", MountPath: "/volume_mount"},
+		}
+		return p
+	}
+	podName := corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}
+	annotation := corev1.EnvVar{Name: "ANNOTATION", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['mysubpath']"}}}
+
+	t.Run("subPathExpr from the pod name makes that directory in the volume", func(t *testing.T) {
+		s.t = t
+		p := subPathPod("subpath-name", "test -d /volume_mount/subpath-name; echo $?; touch /subpath_mount/f; stat -c %a /volume_mount/subpath-name", "$(POD_NAME)", podName)
+		s.Create(p)
+		s.WaitPod("default", "subpath-name", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+		// The directory has the emptyDir's own mode, not the runtime's.
+		if out := s.logs(t, "default", "subpath-name", "main"); out != "0\n777" {
+			t.Fatalf("output %q, want the directory (0) with mode 777", out)
+		}
+		s.deletePod("subpath-name")
+	})
+
+	for _, tc := range []struct{ name, value, msg string }{
+		{"subpath-absolute", "/tmp", "error SubPath `/tmp` must not be an absolute path"},
+		{"subpath-backsteps", "..", "unable to provision SubPath `..`: must not contain '..'"},
+	} {
+		t.Run("subPathExpr expanding to "+tc.value+" is CreateContainerConfigError", func(t *testing.T) {
+			s.t = t
+			s.Create(subPathPod(tc.name, "true", "$(VALUE)", corev1.EnvVar{Name: "VALUE", Value: tc.value}))
+			got := s.WaitPod("default", tc.name, "waiting with CreateContainerConfigError", func(p *corev1.Pod) bool {
+				return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
+					p.Status.ContainerStatuses[0].State.Waiting.Reason == "CreateContainerConfigError"
+			})
+			if got.Status.Phase != corev1.PodPending {
+				t.Errorf("phase %s, want Pending", got.Status.Phase)
+			}
+			if msg := got.Status.ContainerStatuses[0].State.Waiting.Message; msg != tc.msg {
+				t.Errorf("waiting message %q, want %q", msg, tc.msg)
+			}
+			s.waitEvent(t, "default", tc.name, "Failed", "Error: "+tc.msg)
+			s.deletePod(tc.name)
+		})
+	}
+
+	t.Run("subPathExpr writes reach the volume; an annotation change leaves the container running", func(t *testing.T) {
+		s.t = t
+		p := subPathPod("subpath-write", "sleep 3600", "$(ANNOTATION)/$(POD_NAME)", podName, annotation)
+		p.Annotations = map[string]string{"mysubpath": "mypath"}
+		s.Create(p)
+		got := s.WaitPod("default", "subpath-write", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) })
+		s.execIn(got, "main", "touch", "/volume_mount/mypath/subpath-write/test.log")
+		s.execIn(got, "main", "test", "-f", "/subpath_mount/test.log")
+		s.update(t, "subpath-write", func(p *corev1.Pod) { p.Annotations["mysubpath"] = "mynewpath" })
+		s.WaitPod("default", "subpath-write", "seen with the new annotation", func(p *corev1.Pod) bool { return p.Annotations["mysubpath"] == "mynewpath" })
+		// A later sync must not restart or fail the running container.
+		s.execIn(got, "main", "test", "-f", "/subpath_mount/test.log")
+		if now, _ := s.Get("default", "subpath-write"); now.Status.Phase != corev1.PodRunning || now.Status.ContainerStatuses[0].RestartCount != 0 {
+			t.Fatalf("after the update: phase %s, statuses %+v", now.Status.Phase, now.Status.ContainerStatuses)
+		}
+		s.deletePod("subpath-write")
+	})
+
+	t.Run("subPathExpr with an unset variable waits, and starts once the annotation is set", func(t *testing.T) {
+		s.t = t
+		p := subPathPod("subpath-late", "sleep 3600", "$(ANNOTATION)/$(POD_NAME)", podName, annotation)
+		p.Annotations = map[string]string{"notmysubpath": "mypath"}
+		s.Create(p)
+		got := s.WaitPod("default", "subpath-late", "waiting with CreateContainerConfigError", func(p *corev1.Pod) bool {
+			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
+				p.Status.ContainerStatuses[0].State.Waiting.Reason == "CreateContainerConfigError"
+		})
+		if msg := got.Status.ContainerStatuses[0].State.Waiting.Message; got.Status.Phase != corev1.PodPending || msg != "missing value for ANNOTATION" {
+			t.Fatalf("phase %s, waiting message %q; want Pending, %q", got.Status.Phase, msg, "missing value for ANNOTATION")
+		}
+		s.update(t, "subpath-late", func(p *corev1.Pod) { p.Annotations["mysubpath"] = "mypath" })
+		running := s.WaitPod("default", "subpath-late", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) })
+		s.execIn(running, "main", "test", "-d", "/volume_mount/mypath/subpath-late")
+		s.deletePod("subpath-late")
+	})
+}
+
+// waitEvent waits for an event on a pod with the reason and message.
+func (s *stack) waitEvent(t *testing.T, ns, pod, reason, message string) {
+	t.Helper()
+	s.Eventually("event "+reason+" "+message, time.Minute, func() (bool, string) {
+		list, err := s.admin.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Reason == reason && e.Message == message {
+				return true, ""
+			}
+			seen = append(seen, e.Reason+": "+e.Message)
+		}
+		return false, strings.Join(seen, "; ")
 	})
 }
 
