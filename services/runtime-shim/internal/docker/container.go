@@ -96,6 +96,11 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	name := b.containerName(sb, c.Metadata)
 	if ins, err := b.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{}); err == nil {
 		if ins.Container.Config != nil && ins.Container.Config.Labels[LabelInstance] == b.opts.Instance {
+			// The name is the pod's and the attempt's, not the sandbox's:
+			// a container of an older sandbox of the pod is not this one.
+			if other := ins.Container.Config.Labels[LabelSandboxID]; other != sb.ID {
+				return nil, status.Errorf(codes.AlreadyExists, "container %s (attempt %d) already exists in sandbox %s", c.Metadata.Name, c.Metadata.Attempt, other)
+			}
 			return &runtimeapi.CreateContainerResponse{ContainerId: ins.Container.ID}, nil
 		}
 		return nil, status.Errorf(codes.AlreadyExists, "a container named %s not managed by this shim exists", name)
