@@ -324,12 +324,13 @@ func (m *Manager) ComputePodActions(pod *corev1.Pod, st *PodStatus) Actions {
 	// init container) must be running and started (its startup probe passed)
 	// before the next init container or any app container starts, and is kept
 	// running: restarted when it exits, fails its liveness or startup probe,
-	// or its spec changes. Once any app container exists the pod is
-	// initialized: finished init containers are not looked at again and a
-	// restarting sidecar no longer holds the app containers back.
+	// or its spec changes. Once an app container is created or running the
+	// pod is initialized: finished init containers are not looked at again
+	// and a restarting sidecar no longer holds the app containers back. Only
+	// exited app containers (say, of a sandbox before a reboot) do not count.
 	initialized := false
 	for i := range pod.Spec.Containers {
-		if st.Latest(pod.Spec.Containers[i].Name) != nil {
+		if cs := st.Latest(pod.Spec.Containers[i].Name); cs != nil && (cs.State == StateRunning || cs.State == StateCreated) {
 			initialized = true
 			break
 		}
