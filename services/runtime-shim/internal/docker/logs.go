@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
@@ -75,14 +76,25 @@ func (b *Backend) startFollower(id, path, jsonPath string) error {
 	exited := make(chan struct{})
 	go func() {
 		// Docker has written the container's last line when it reports the
-		// container stopped.
+		// container stopped. A failed wait (Docker restarting) is retried:
+		// closing exited early would end the copy of a running container.
 		defer close(exited)
-		res := b.cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
-		select {
-		case <-res.Result:
-		case err := <-res.Error:
-			if ctx.Err() == nil {
-				b.log.Warn("CRI log follower: wait", "container", id, "err", err)
+		for ctx.Err() == nil {
+			res := b.cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+			select {
+			case <-res.Result:
+				return
+			case err := <-res.Error:
+				if cerrdefs.IsNotFound(err) {
+					return
+				}
+				if ctx.Err() == nil {
+					b.log.Warn("CRI log follower: wait", "container", id, "err", err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
 			}
 		}
 	}()

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -113,32 +114,31 @@ func readCRI(t testing.TB, path string) map[string][]criEntry {
 	return out
 }
 
-// logComplete reports whether the writer's last line is in the log.
-func logComplete(path string) bool {
-	f, err := os.Open(path)
+// logComplete reports whether the writer's last line of each stream is in
+// the CRI log at path (the streams end in either order).
+func logComplete(path string, n int) bool {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return false
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || st.Size() == 0 {
-		return false
-	}
-	buf := make([]byte, min(st.Size(), 64*1024))
-	if _, err := f.ReadAt(buf, st.Size()-int64(len(buf))); err != nil {
-		return false
-	}
-	return strings.Contains(string(buf), " stdout P "+logTail+"\n")
+	return bytes.Contains(b, []byte(" stdout P "+logTail+"\n")) &&
+		bytes.Contains(b, []byte(fmt.Sprintf(" stderr F err %d %s\n", n, strings.Repeat("0", logPad))))
 }
 
-// waitLog waits until the stdout tail is copied and the container exited
-// (so stderr is complete too).
-func waitLog(t testing.TB, ctx context.Context, sh *shimtest.Shim, id, path string) {
+// waitLog waits until the container exited and both streams' last lines
+// are copied.
+func waitLog(t testing.TB, ctx context.Context, sh *shimtest.Shim, id, path string, n int) {
 	t.Helper()
+	var size int64 = -1
 	for {
 		st, err := sh.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
-		if err == nil && st.Status.State == runtimeapi.ContainerState_CONTAINER_EXITED && logComplete(path) {
-			return
+		if err == nil && st.Status.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			if sz := fileSize(path); sz != size {
+				size = sz
+				if logComplete(path, n) {
+					return
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -181,7 +181,7 @@ func TestLogCopyExact(t *testing.T) {
 	sh := env.StartShim(t)
 	ctx := ctxT(t, 10*time.Minute)
 	id, path := logPod(t, ctx, sh, env, "logexact", logLines)
-	waitLog(t, ctx, sh, id, path)
+	waitLog(t, ctx, sh, id, path, logLines)
 	checkLog(t, path, logLines)
 }
 
@@ -204,7 +204,7 @@ func TestLogCopyShimKilled(t *testing.T) {
 	time.Sleep(time.Second)
 	t.Logf("CRI log %d bytes when the shim was killed, %d when the next one starts", killed, fileSize(path))
 	sh2 := env.StartShim(t, append(retain, "--data-dir="+sh.DataDir)...)
-	waitLog(t, ctx, sh2, id, path)
+	waitLog(t, ctx, sh2, id, path, logLines)
 	t.Logf("CRI log %d bytes at the end", fileSize(path))
 	checkLog(t, path, logLines)
 }
@@ -238,7 +238,7 @@ func TestLogCopyReopen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitLog(t, ctx, sh, id, path)
+	waitLog(t, ctx, sh, id, path, logLines)
 	checkLog(t, path, logLines)
 }
 
@@ -268,19 +268,19 @@ func BenchmarkLogCopy(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	const n = 100000
-	var bytes int64
+	var total int64
 	var elapsed time.Duration
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
 		benchPods++
 		id, path := logPod(b, ctx, sh, env, fmt.Sprintf("logbench%d", benchPods), n)
-		waitLog(b, ctx, sh, id, path)
+		waitLog(b, ctx, sh, id, path, n)
 		elapsed += time.Since(start)
 		for _, es := range readCRI(b, path) {
 			for _, e := range es {
-				bytes += int64(len(e.content) + 1)
+				total += int64(len(e.content) + 1)
 			}
 		}
 	}
-	b.ReportMetric(float64(bytes)/1e6/elapsed.Seconds(), "MB/s")
+	b.ReportMetric(float64(total)/1e6/elapsed.Seconds(), "MB/s")
 }
