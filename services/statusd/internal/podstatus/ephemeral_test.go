@@ -1,6 +1,7 @@
 package podstatus
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -48,5 +49,22 @@ func TestEphemeralContainerStatuses(t *testing.T) {
 	}
 	if m := Merge(pod, corev1.PodStatus{}, st, true); len(m.EphemeralContainerStatuses) != 2 {
 		t.Errorf("Merge dropped ephemeral statuses: %+v", m.EphemeralContainerStatuses)
+	}
+}
+
+// TestEphemeralMayNotLeaveTerminated: the API server's rule, checked before
+// the status is taken, under every restart policy.
+func TestEphemeralMayNotLeaveTerminated(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "main")
+	old := &corev1.PodStatus{EphemeralContainerStatuses: []corev1.ContainerStatus{terminated("debug", 0)}}
+	next := &corev1.PodStatus{EphemeralContainerStatuses: []corev1.ContainerStatus{running("debug")}}
+	if err := CheckTransition(old, next, &pod.Spec); !errors.Is(err, ErrIllegalTransition) {
+		t.Fatalf("terminated -> running: %v, want ErrIllegalTransition", err)
+	}
+	if _, err := Prepare(pod, old, next, time.Now()); !errors.Is(err, ErrIllegalTransition) {
+		t.Fatalf("Prepare: %v, want ErrIllegalTransition", err)
+	}
+	if err := CheckTransition(next, old, &pod.Spec); err != nil {
+		t.Fatalf("running -> terminated: %v", err)
 	}
 }

@@ -95,7 +95,21 @@ func isRestartableInit(c *corev1.Container) bool {
 // CheckTransition refuses a status in which a container that had terminated
 // is no longer terminated although the pod's restart policy forbids a restart
 // (Never; OnFailure after exit 0). Sidecar init containers may always restart.
+// An ephemeral container never leaves the terminated state, whatever the
+// policy: that is the API server's own rule, and a status breaking it would
+// be refused on every retry.
 func CheckTransition(old, next *corev1.PodStatus, spec *corev1.PodSpec) error {
+	for _, o := range old.EphemeralContainerStatuses {
+		if o.State.Terminated == nil {
+			continue
+		}
+		for _, n := range next.EphemeralContainerStatuses {
+			if n.Name == o.Name && n.State.Terminated == nil {
+				return fmt.Errorf("%w: ephemeralContainerStatuses %q terminated with exit code %d may not leave the terminated state",
+					ErrIllegalTransition, n.Name, o.State.Terminated.ExitCode)
+			}
+		}
+	}
 	if spec.RestartPolicy == corev1.RestartPolicyAlways {
 		return nil
 	}
