@@ -218,6 +218,69 @@ func TestPodEphemeralContainers(t *testing.T) {
 		}
 	})
 
+	t.Run("a new sandbox does not start them again", func(t *testing.T) {
+		s.t = t
+		before, err := pods.Get(ctx, "eph-target", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The sandbox dies (stopped behind podsyncd's back): the pod gets a
+		// new one and its regular container starts again there.
+		cc, err := grpcclient.Dial(components.Endpoint(s.runDir, components.RuntimeShim))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		rt := runtimeapi.NewRuntimeServiceClient(cc)
+		sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid}}})
+		if err != nil || len(sbs.Items) != 1 {
+			t.Fatalf("sandboxes of the pod: %v, %v", sbs, err)
+		}
+		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sbs.Items[0].Id}); err != nil {
+			t.Fatal(err)
+		}
+		mainID := before.Status.ContainerStatuses[0].ContainerID
+		s.WaitPod("default", "eph-target", "main running again in a new sandbox", func(p *corev1.Pod) bool {
+			cs := p.Status.ContainerStatuses
+			return len(cs) == 1 && cs[0].State.Running != nil && cs[0].ContainerID != mainID && ready(p)
+		})
+		s.WaitPod("default", "eph-target", "debugger2 terminated by the sandbox's death", ephemeralTerminated("debugger2"))
+		// A new ephemeral container starts in the new sandbox; the old ones
+		// must not, on this sync or later ones: they are watched over
+		// several resyncs (5 s) and housekeeping runs (2 s, the one that
+		// could remove the old sandbox and with it their history).
+		addEphemeral(t, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "debugger3", Image: s.image, ImagePullPolicy: corev1.PullIfNotPresent,
+			Command: []string{"sleep", "3609"}, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		}})
+		s.WaitPod("default", "eph-target", "with debugger3 running", ephemeralRunning("debugger3"))
+		watch := time.After(15 * time.Second)
+		for done := false; !done; {
+			select {
+			case <-watch:
+				done = true
+			case <-time.After(time.Second):
+			}
+			for _, name := range []string{"debugger", "debugger2", "shell"} {
+				if n := s.criContainers(uid, name); n != 1 {
+					t.Fatalf("the runtime has %d instances of %s after a new sandbox, want its one old instance", n, name)
+				}
+			}
+		}
+		p, err := pods.Get(ctx, "eph-target", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"debugger", "debugger2", "shell"} {
+			if cs := ephemeral(p, name); cs == nil || cs.State.Terminated == nil || cs.RestartCount != 0 {
+				t.Errorf("%s after the new sandbox: %+v, want terminated, never restarted", name, cs)
+			}
+		}
+		if cs := ephemeral(p, "debugger"); cs != nil && cs.ContainerID != debuggerID {
+			t.Errorf("debugger's status names %s, want its only instance %s", cs.ContainerID, debuggerID)
+		}
+	})
+
 	t.Run("the pod's deletion kills them", func(t *testing.T) {
 		s.t = t
 		if err := pods.Delete(ctx, "eph-target", metav1.DeleteOptions{}); err != nil {

@@ -508,8 +508,12 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) S
 			return res
 		}
 		sandboxID = id
-		// The fresh sandbox has no containers: start from a clean status.
-		st = &PodStatus{UID: pod.UID, Sandboxes: []SandboxStatus{{ID: id, Ready: true, Attempt: a.SandboxAttempt}}}
+		// The fresh sandbox is the pod's newest; the containers of the old
+		// ones stay its history, as upstream's podStatus does: restart
+		// counts (and with them runtime names and log files) go on, and an
+		// ephemeral container that ran is not started again.
+		st = &PodStatus{UID: pod.UID, Name: st.Name, Namespace: st.Namespace,
+			Sandboxes: append([]SandboxStatus{{ID: id, Ready: true, Attempt: a.SandboxAttempt}}, st.Sandboxes...), Containers: st.Containers}
 	}
 	if sandboxID == "" {
 		return res

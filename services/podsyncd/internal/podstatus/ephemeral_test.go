@@ -2,6 +2,7 @@ package podstatus
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -64,4 +65,37 @@ func TestEphemeralStatuses(t *testing.T) {
 	if st := gen(pod(corev1.RestartPolicyAlways), rt, nil, false); st.EphemeralContainerStatuses != nil {
 		t.Errorf("a pod without ephemeral containers has statuses %+v", st.EphemeralContainerStatuses)
 	}
+}
+
+// TestEphemeralTerminatedStays: once terminated, an ephemeral container's
+// status stays terminated even when the runtime lost the instance (removed
+// with an old sandbox, a podsyncd restart with the API's copy as the only
+// memory): the API server refuses it leaving the terminated state.
+func TestEphemeralTerminatedStays(t *testing.T) {
+	p := pod(corev1.RestartPolicyAlways)
+	p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}}}
+	old := corev1.ContainerStatus{Name: "debug", Image: "busybox", ContainerID: "docker://debug1",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error", ContainerID: "docker://debug1"}}}
+	rt := podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("a", podruntime.StateRunning, 0, 0), cs("b", podruntime.StateRunning, 0, 0)}}
+	check := func(name string, st corev1.PodStatus) {
+		t.Helper()
+		if len(st.EphemeralContainerStatuses) != 1 {
+			t.Fatalf("%s: %+v", name, st.EphemeralContainerStatuses)
+		}
+		got := st.EphemeralContainerStatuses[0]
+		if got.State.Terminated == nil || got.State.Terminated.ExitCode != 3 || got.ContainerID != "docker://debug1" {
+			t.Errorf("%s: %+v, want the old terminated status", name, got.State)
+		}
+	}
+
+	prev := &corev1.PodStatus{EphemeralContainerStatuses: []corev1.ContainerStatus{old}}
+	check("last generated", Generate(Input{Pod: p, Runtime: &rt, ContainerID: func(id string) string { return "docker://" + id }, Now: time.Unix(1000, 0), Previous: prev}))
+
+	fromAPI := p.DeepCopy()
+	fromAPI.Status.EphemeralContainerStatuses = []corev1.ContainerStatus{old}
+	check("API copy", gen(fromAPI, rt, nil, false))
+
+	// A fresh instance in the runtime cannot revive it either.
+	rt.Containers = append(rt.Containers, cs("debug", podruntime.StateRunning, 0, 0))
+	check("running again", gen(fromAPI, rt, nil, false))
 }

@@ -88,7 +88,11 @@ func Generate(in Input) corev1.PodStatus {
 // no probes, so never ready (started unset); waiting for their first start
 // with PodInitializing when the pod has init containers, else
 // ContainerCreating, or the reason their start failed. They count for
-// neither the phase nor the conditions.
+// neither the phase nor the conditions. A status that was terminated (in
+// the API's copy or the last one generated) stays as it was when the
+// runtime no longer shows the exited instance: the kubelet starts from the
+// old terminated status, and the API server refuses any ephemeral status
+// leaving the terminated state, which would block every later status.
 func ephemeralStatuses(in Input) []corev1.ContainerStatus {
 	if len(in.Pod.Spec.EphemeralContainers) == 0 {
 		return nil
@@ -113,6 +117,13 @@ func ephemeralStatuses(in Input) []corev1.ContainerStatus {
 		case latest.State == podruntime.StateExited:
 			cs.State = corev1.ContainerState{Terminated: terminated(in, latest)}
 			cs.LastTerminationState = corev1.ContainerState{}
+			continue
+		}
+		for _, old := range []*corev1.PodStatus{&in.Pod.Status, in.Previous} {
+			if o := previousStatus(old, cs.Name); o != nil && o.State.Terminated != nil {
+				*cs = *o.DeepCopy()
+				break
+			}
 		}
 	}
 	return out

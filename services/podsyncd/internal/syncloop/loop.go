@@ -569,13 +569,26 @@ func (l *Loop) gcContainers(ctx context.Context, cs []*runtimeapi.Container, sbs
 		k := key{c.Labels[podruntime.LabelPodUID], c.Labels[podruntime.LabelContainerName]}
 		dead[k] = append(dead[k], c)
 	}
+	removed := map[string]bool{}
 	for _, list := range dead {
 		sort.Slice(list, func(i, j int) bool { return list[i].CreatedAt > list[j].CreatedAt })
 		for _, c := range list[min(len(list), l.opts.MaxDeadPerContainer):] {
-			_, _ = l.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: c.Id})
+			if _, err := l.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: c.Id}); err == nil {
+				removed[c.Id] = true
+			}
 		}
 	}
-	// Not-ready sandboxes that are not a pod's newest go too.
+	// Removing a sandbox removes its containers, so one that still holds a
+	// container is kept, as upstream's evictSandboxes keeps it: the exited
+	// instances kept above are a pod's history after a new sandbox (an
+	// ephemeral container that ran must not start again).
+	holds := map[string]bool{}
+	for _, c := range cs {
+		if !removed[c.Id] {
+			holds[c.PodSandboxId] = true
+		}
+	}
+	// Not-ready sandboxes that are not a pod's newest and hold no container go too.
 	newest := map[string]*runtimeapi.PodSandbox{}
 	for _, sb := range sbs {
 		uid := sb.Labels[podruntime.LabelPodUID]
@@ -584,7 +597,7 @@ func (l *Loop) gcContainers(ctx context.Context, cs []*runtimeapi.Container, sbs
 		}
 	}
 	for _, sb := range sbs {
-		if sb.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY && newest[sb.Labels[podruntime.LabelPodUID]] != sb {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY && newest[sb.Labels[podruntime.LabelPodUID]] != sb && !holds[sb.Id] {
 			_, _ = l.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id})
 		}
 	}
