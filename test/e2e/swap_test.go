@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	componenttable "github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/testenv"
 	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
@@ -30,16 +31,13 @@ import (
 // plug-in, once per run, with plain flags so other tests' build cache serves.
 func binaries(t *testing.T) string {
 	t.Helper()
-	return testenv.Build(t, nil,
-		"github.com/microlet/microlet/cmd/microlet",
-		"github.com/microlet/microlet/services/podconfig",
-		"github.com/microlet/microlet/services/statusd",
-		"github.com/microlet/microlet/services/cloudsyncd",
-		"github.com/microlet/microlet/services/runtime-shim",
+	pkgs := []string{"github.com/microlet/microlet/cmd/microlet",
 		"github.com/microlet/microlet/services/runtime-shim/pause",
-		"github.com/microlet/microlet/services/nodestatusd",
-		"github.com/microlet/microlet/services/podsyncd",
-		"github.com/microlet/microlet/examples/cloudprovider-external")
+		"github.com/microlet/microlet/examples/cloudprovider-external"}
+	for _, c := range componenttable.All {
+		pkgs = append(pkgs, "github.com/microlet/microlet/services/"+c.Name)
+	}
+	return testenv.Build(t, nil, pkgs...)
 }
 
 func TestMain(m *testing.M) {
