@@ -161,7 +161,7 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 				cs.Ready = ready
 			case podruntime.StateExited:
 				term := terminated(in, latest)
-				if hasReason || restarting(in.Pod, c, latest) && !in.Terminal {
+				if hasReason || restarting(in.Pod, c, latest, init) && !in.Terminal {
 					cs.LastTerminationState.Terminated = term
 					w := &corev1.ContainerStateWaiting{Reason: reason.Reason, Message: reason.Message}
 					if !hasReason {
@@ -206,7 +206,7 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 	return out
 }
 
-func restarting(pod *corev1.Pod, c *corev1.Container, cs *podruntime.ContainerStatus) bool {
+func restarting(pod *corev1.Pod, c *corev1.Container, cs *podruntime.ContainerStatus, init bool) bool {
 	if c.RestartPolicy != nil {
 		switch *c.RestartPolicy {
 		case corev1.ContainerRestartPolicyAlways:
@@ -216,6 +216,11 @@ func restarting(pod *corev1.Pod, c *corev1.Container, cs *podruntime.ContainerSt
 		default:
 			return false
 		}
+	}
+	// An init container runs to completion once: under Always and
+	// OnFailure it is run again only after a failure.
+	if init {
+		return pod.Spec.RestartPolicy != corev1.RestartPolicyNever && cs.ExitCode != 0
 	}
 	switch pod.Spec.RestartPolicy {
 	case corev1.RestartPolicyNever:

@@ -145,3 +145,30 @@ func TestInitContainerStatuses(t *testing.T) {
 		t.Errorf("no init containers: %+v, want ContainerCreating", st2.ContainerStatuses[0].State)
 	}
 }
+
+// TestCompletedInitContainersUnderEveryPolicy: an init container that exited
+// 0 stays terminated and Ready under Always and OnFailure too (it is not run
+// again), while a failed one under Always waits to be restarted.
+func TestCompletedInitContainersUnderEveryPolicy(t *testing.T) {
+	for _, pol := range []corev1.RestartPolicy{corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever} {
+		p := pod(pol)
+		p.Spec.InitContainers = []corev1.Container{{Name: "init1"}, {Name: "init2"}}
+		st := gen(p, podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{
+			cs("init1", podruntime.StateExited, 0, 0), cs("init2", podruntime.StateExited, 0, 0),
+			cs("a", podruntime.StateRunning, 0, 0), cs("b", podruntime.StateRunning, 0, 0)}}, nil, false)
+		for _, c := range st.InitContainerStatuses {
+			if c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 || !c.Ready {
+				t.Errorf("%s: %s ready=%v state=%+v, want terminated 0 and ready", pol, c.Name, c.Ready, c.State)
+			}
+		}
+		if st.Phase != corev1.PodRunning {
+			t.Errorf("%s: phase %s", pol, st.Phase)
+		}
+	}
+	p := pod(corev1.RestartPolicyAlways)
+	p.Spec.InitContainers = []corev1.Container{{Name: "init1"}}
+	st := gen(p, podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("init1", podruntime.StateExited, 1, 0)}}, nil, false)
+	if c := st.InitContainerStatuses[0]; c.State.Waiting == nil || c.LastTerminationState.Terminated == nil || c.Ready {
+		t.Errorf("failed init container under Always: %+v", c)
+	}
+}
