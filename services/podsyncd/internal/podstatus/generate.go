@@ -1,6 +1,8 @@
 package podstatus
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -249,23 +251,6 @@ func terminated(in Input, c *podruntime.ContainerStatus) *corev1.ContainerStateT
 	return t
 }
 
-func initDone(in Input) bool {
-	for i := range in.Pod.Spec.InitContainers {
-		c := &in.Pod.Spec.InitContainers[i]
-		cs := in.Runtime.Latest(c.Name)
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			if cs == nil || cs.State != podruntime.StateRunning {
-				return false
-			}
-			continue
-		}
-		if cs == nil || cs.State != podruntime.StateExited || cs.ExitCode != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // Phase is upstream's getPhase.
 func Phase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus) corev1.PodPhase {
 	pendingInit := false
@@ -361,7 +346,6 @@ func conditions(in Input, st *corev1.PodStatus) []corev1.PodCondition {
 	}
 	terminal := st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed
 	sandboxReady := in.Runtime.ReadySandbox() != nil && !terminal
-	initialized := initDone(in) || (terminal && allInitSucceeded(st.InitContainerStatuses))
 	containersReady := !terminal && len(st.ContainerStatuses) > 0
 	for _, cs := range st.ContainerStatuses {
 		if !cs.Ready {
@@ -375,26 +359,64 @@ func conditions(in Input, st *corev1.PodStatus) []corev1.PodCondition {
 	case corev1.PodFailed:
 		readyReason = "PodFailed"
 	}
-	initReason := "ContainersNotInitialized"
-	if terminal {
-		initReason = "PodCompleted"
+	init := mk(corev1.PodInitialized, true, "")
+	if ok, reason, msg := initialized(in.Pod, st); !ok || reason != "" {
+		init = mk(corev1.PodInitialized, ok, "")
+		init.Reason, init.Message = reason, msg
 	}
 	return []corev1.PodCondition{
 		mk(corev1.PodReadyToStartContainers, sandboxReady, ""),
-		mk(corev1.PodInitialized, initialized, initReason),
+		init,
 		mk(corev1.ContainersReady, containersReady, readyReason),
 		mk(corev1.PodReady, containersReady, readyReason),
 		mk(corev1.PodScheduled, true, ""),
 	}
 }
 
-func allInitSucceeded(cs []corev1.ContainerStatus) bool {
-	for _, c := range cs {
-		if c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 {
-			if c.State.Running == nil {
-				return false
+// initialized is the kubelet's Initialized condition: every init container
+// done (a regular one Ready, a sidecar started), or any app container already
+// running or terminated, or the pod Succeeded (reason PodCompleted); else
+// False, ContainersNotInitialized, naming the containers not done.
+func initialized(pod *corev1.Pod, st *corev1.PodStatus) (ok bool, reason, message string) {
+	if len(pod.Spec.InitContainers) == 0 {
+		return true, "", ""
+	}
+	byName := map[string]*corev1.ContainerStatus{}
+	for i := range st.InitContainerStatuses {
+		byName[st.InitContainerStatuses[i].Name] = &st.InitContainerStatuses[i]
+	}
+	var unknown, incomplete []string
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		cs, found := byName[c.Name]
+		switch {
+		case !found:
+			unknown = append(unknown, c.Name)
+		case c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways:
+			if cs.Started == nil || !*cs.Started {
+				incomplete = append(incomplete, c.Name)
 			}
+		case !cs.Ready:
+			incomplete = append(incomplete, c.Name)
 		}
 	}
-	return true
+	if st.Phase == corev1.PodSucceeded && len(unknown) == 0 {
+		return true, "PodCompleted", ""
+	}
+	for _, cs := range st.ContainerStatuses {
+		if cs.State.Running != nil || cs.State.Terminated != nil {
+			return true, "", ""
+		}
+	}
+	var msgs []string
+	if len(unknown) > 0 {
+		msgs = append(msgs, fmt.Sprintf("containers with unknown status: %s", unknown))
+	}
+	if len(incomplete) > 0 {
+		msgs = append(msgs, fmt.Sprintf("containers with incomplete status: %s", incomplete))
+	}
+	if len(msgs) > 0 {
+		return false, "ContainersNotInitialized", strings.Join(msgs, ", ")
+	}
+	return true, "", ""
 }

@@ -172,3 +172,44 @@ func TestCompletedInitContainersUnderEveryPolicy(t *testing.T) {
 		t.Errorf("failed init container under Always: %+v", c)
 	}
 }
+
+// TestInitializedCondition: the kubelet's reasons and messages.
+func TestInitializedCondition(t *testing.T) {
+	cond := func(st corev1.PodStatus) corev1.PodCondition {
+		for _, c := range st.Conditions {
+			if c.Type == corev1.PodInitialized {
+				return c
+			}
+		}
+		t.Fatal("no Initialized condition")
+		return corev1.PodCondition{}
+	}
+	withInit := func(pol corev1.RestartPolicy) *corev1.Pod {
+		p := pod(pol)
+		p.Spec.InitContainers = []corev1.Container{{Name: "init1"}, {Name: "init2"}}
+		return p
+	}
+	// Nothing run yet.
+	c := cond(gen(withInit(corev1.RestartPolicyAlways), podruntime.PodStatus{Sandboxes: sb}, nil, false))
+	if c.Status != corev1.ConditionFalse || c.Reason != "ContainersNotInitialized" || c.Message != "containers with incomplete status: [init1 init2]" {
+		t.Errorf("nothing run: %+v", c)
+	}
+	// init2 failed under Never: the pod fails, the condition still names it.
+	st := gen(withInit(corev1.RestartPolicyNever), podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{
+		cs("init1", podruntime.StateExited, 0, 0), cs("init2", podruntime.StateExited, 1, 0)}}, nil, false)
+	c = cond(st)
+	if st.Phase != corev1.PodFailed || c.Status != corev1.ConditionFalse || c.Reason != "ContainersNotInitialized" || c.Message != "containers with incomplete status: [init2]" {
+		t.Errorf("init failed under Never: phase %s, %+v", st.Phase, c)
+	}
+	// All done and the app ran to completion: True, PodCompleted.
+	st = gen(withInit(corev1.RestartPolicyNever), podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{
+		cs("init1", podruntime.StateExited, 0, 0), cs("init2", podruntime.StateExited, 0, 0),
+		cs("a", podruntime.StateExited, 0, 0), cs("b", podruntime.StateExited, 0, 0)}}, nil, false)
+	if c = cond(st); st.Phase != corev1.PodSucceeded || c.Status != corev1.ConditionTrue || c.Reason != "PodCompleted" {
+		t.Errorf("succeeded: phase %s, %+v", st.Phase, c)
+	}
+	// No init containers: True without a reason.
+	if c = cond(gen(pod(corev1.RestartPolicyAlways), podruntime.PodStatus{Sandboxes: sb}, nil, false)); c.Status != corev1.ConditionTrue || c.Reason != "" {
+		t.Errorf("no init containers: %+v", c)
+	}
+}
