@@ -117,6 +117,9 @@ func TestWriteReport(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
 	}
+	if got := shortName("[sig-node] InitContainer [NodeConformance] should run [Conformance]"); got != "InitContainer should run" {
+		t.Errorf("shortName: %q", got)
+	}
 	// Specs the focus did not select are not listed.
 	for _, absent := range []string{"Deployment runs", "Epsilon is serial"} {
 		if strings.Contains(md, absent) {
