@@ -37,56 +37,7 @@ func FindAgnhost() (string, error) { return findBuilt("agnhost", EnvAgnhost) }
 func FindNonewprivs() (string, error) { return findBuilt("nonewprivs", EnvNonewprivs) }
 
 func findBuilt(name, env string) (string, error) {
-	if p := os.Getenv(env); p != "" {
-		return executable(p)
-	}
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	version, err := kubernetesVersion(filepath.Join(root, upstreamModule, "go.mod"))
-	if err != nil {
-		return "", err
-	}
-	return executable(filepath.Join(cacheDir(), name, version, name))
-}
-
-// kubernetesVersion reads the k8s.io/kubernetes requirement of a go.mod.
-func kubernetesVersion(gomod string) (string, error) {
-	b, err := os.ReadFile(gomod)
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
-		if len(f) >= 2 && f[0] == "k8s.io/kubernetes" {
-			return f[1], nil
-		}
-	}
-	return "", fmt.Errorf("%s: no k8s.io/kubernetes requirement", gomod)
-}
-
-// cacheDir is the cache root hack/build-e2e.sh (and hack/build-k8s.sh) use.
-func cacheDir() string {
-	if d := os.Getenv("MICROLET_CACHE_DIR"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "microlet")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = "/root"
-	}
-	return filepath.Join(home, ".cache", "microlet")
-}
-
-func executable(p string) (string, error) {
-	st, err := os.Stat(p)
-	if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		return "", fmt.Errorf("%w: %s (build it with: make test-deps, or hack/build-e2e.sh)", controlplane.ErrMissingBinary, p)
-	}
-	return p, nil
+	return controlplane.FindCached(upstreamModule+"/go.mod", name, env, "hack/build-e2e.sh")
 }
 
 // hostCurl is the curl the agnhost image gets (Debian's package curl).

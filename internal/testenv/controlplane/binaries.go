@@ -73,9 +73,18 @@ func FindKubeControllerManager() (string, error) {
 }
 
 // findBuilt locates a binary that hack/build-k8s.sh builds from the
-// test/controlplane module: the environment override, else the cache
-// entry <cache>/<name>/<version>/<name>.
+// test/controlplane module.
 func findBuilt(name, env string) (string, error) {
+	return FindCached(controlPlaneModule, name, env, "hack/build-"+name+".sh")
+}
+
+// FindCached locates a binary a hack/ build script caches by Kubernetes
+// version: the environment override env, else
+// <cache>/<name>/<version>/<name>, where version is the k8s.io/kubernetes
+// requirement of gomod (relative to the repository root) and the cache root
+// is the one the scripts use. It never builds; a missing binary wraps
+// ErrMissingBinary and names script.
+func FindCached(gomod, name, env, script string) (string, error) {
 	if p := os.Getenv(env); p != "" {
 		return checkExecutable(p, env)
 	}
@@ -83,12 +92,12 @@ func findBuilt(name, env string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: %v; or set %s", ErrMissingBinary, name, err, env)
 	}
-	version, err := pinnedKubernetesVersion(filepath.Join(root, controlPlaneModule))
+	version, err := pinnedKubernetesVersion(filepath.Join(root, gomod))
 	if err != nil {
 		return "", err
 	}
 	p := filepath.Join(cacheDir(), name, version, name)
-	return checkExecutable(p, "hack/build-"+name+".sh cache")
+	return checkExecutable(p, script+" cache")
 }
 
 // FindEtcd returns $MICROLET_ETCD, else etcd from PATH, else Debian's
