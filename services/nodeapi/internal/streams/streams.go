@@ -79,12 +79,8 @@ func (h *Handlers) remoteCommand(w http.ResponseWriter, r *http.Request, attach 
 		return
 	}
 	ns, name, uid, cname := r.PathValue(PathNamespace), r.PathValue(PathPod), types.UID(r.PathValue(PathUID)), r.PathValue(PathContainer)
-	pod, err := h.pods.Get(ctx, ns, name)
-	if errors.Is(err, pods.ErrNotFound) {
-		http.Error(w, "pod does not exist", http.StatusNotFound)
-		return
-	} else if err != nil {
-		h.internal(w, "look up pod", err)
+	pod, ok := h.pod(w, r, ns, name)
+	if !ok {
 		return
 	}
 	fullName := podFullName(name, ns)
@@ -158,12 +154,8 @@ func (h *Handlers) PortForward() http.Handler {
 			}
 		}
 		ns, name, uid := r.PathValue(PathNamespace), r.PathValue(PathPod), types.UID(r.PathValue(PathUID))
-		pod, err := h.pods.Get(ctx, ns, name)
-		if errors.Is(err, pods.ErrNotFound) {
-			http.Error(w, "pod does not exist", http.StatusNotFound)
-			return
-		} else if err != nil {
-			h.internal(w, "look up pod", err)
+		pod, ok := h.pod(w, r, ns, name)
+		if !ok {
 			return
 		}
 		if uid != "" && pod.UID != uid {
@@ -204,11 +196,7 @@ func (h *Handlers) Run() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		ns, name, uid, cname := r.PathValue(PathNamespace), r.PathValue(PathPod), types.UID(r.PathValue(PathUID)), r.PathValue(PathContainer)
-		if _, err := h.pods.Get(ctx, ns, name); errors.Is(err, pods.ErrNotFound) {
-			http.Error(w, "pod does not exist", http.StatusNotFound)
-			return
-		} else if err != nil {
-			h.internal(w, "look up pod", err)
+		if _, ok := h.pod(w, r, ns, name); !ok {
 			return
 		}
 		c, err := h.findContainer(ctx, ns, name, uid, cname)
@@ -229,6 +217,21 @@ func (h *Handlers) Run() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(out)
 	})
+}
+
+// pod finds the pod this node runs, answering 404 "pod does not exist" (the
+// kubelet's words) or 500 itself when it cannot.
+func (h *Handlers) pod(w http.ResponseWriter, r *http.Request, ns, name string) (*corev1.Pod, bool) {
+	pod, err := h.pods.Get(r.Context(), ns, name)
+	switch {
+	case errors.Is(err, pods.ErrNotFound):
+		http.Error(w, "pod does not exist", http.StatusNotFound)
+		return nil, false
+	case err != nil:
+		h.internal(w, "look up pod", err)
+		return nil, false
+	}
+	return pod, true
 }
 
 // findContainer returns the running container, nil when it is not running.
