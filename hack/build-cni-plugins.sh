@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the CNI reference plugins the runtime-shim's cni network mode is
-# tested with (bridge, host-local, loopback, portmap, bandwidth) from the
+# tested with (bridge, host-local, loopback, portmap, firewall, bandwidth) from the
 # github.com/containernetworking/plugins version pinned in test/cniplugins
 # (its go.mod lists them as tools) and caches them by version, so only the
 # first run pays for the build. Parallel callers wait for one build (flock).
@@ -11,7 +11,7 @@ mod="$root/test/cniplugins"
 version=$(sed -nE "s/^[[:space:]]*(require[[:space:]]+)?github.com\/containernetworking\/plugins (v[^[:space:]]+).*/\2/p" "$mod/go.mod" | head -1)
 [ -n "$version" ] || { echo "build-cni-plugins: no github.com/containernetworking/plugins version in $mod/go.mod" >&2; exit 1; }
 cache="${MICROLET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/microlet}/cni-plugins/$version"
-plugins="main/bridge ipam/host-local main/loopback meta/portmap meta/bandwidth"
+plugins="main/bridge ipam/host-local main/loopback meta/portmap meta/firewall meta/bandwidth"
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9

@@ -1,5 +1,5 @@
 // Module cniplugins pins the CNI reference plugins (bridge, host-local,
-// loopback, portmap, bandwidth) that hack/build-cni-plugins.sh builds for the
+// loopback, portmap, firewall, bandwidth) that hack/build-cni-plugins.sh builds for the
 // runtime-shim's cni network mode tests. It is a module of its own so the main
 // module never depends on the plugins' code.
 module github.com/microlet/microlet/test/cniplugins
@@ -11,6 +11,7 @@ tool (
 	github.com/containernetworking/plugins/plugins/main/bridge
 	github.com/containernetworking/plugins/plugins/main/loopback
 	github.com/containernetworking/plugins/plugins/meta/bandwidth
+	github.com/containernetworking/plugins/plugins/meta/firewall
 	github.com/containernetworking/plugins/plugins/meta/portmap
 )
 
@@ -20,6 +21,7 @@ require (
 	github.com/containernetworking/cni v1.3.1 // indirect
 	github.com/containernetworking/plugins v1.10.0 // indirect
 	github.com/coreos/go-iptables v0.8.0 // indirect
+	github.com/godbus/dbus/v5 v5.2.4 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/nftables v0.3.0 // indirect
 	github.com/mattn/go-shellwords v1.0.16 // indirect

@@ -48,6 +48,9 @@ type Options struct {
 	// log (empty/0: DefaultLogMaxSize, DefaultLogMaxFiles).
 	LogMaxSize  string
 	LogMaxFiles int
+	// Network attaches pod-network sandboxes (the cni network mode); nil
+	// leaves them on Docker's bridge.
+	Network NetworkPlugin
 }
 
 // Streamer hands out URLs of the CRI streaming server (package streaming).
@@ -141,6 +144,7 @@ func (b *Backend) Start(ctx context.Context) error {
 		return err
 	}
 	b.resumeLogs(ctx)
+	b.reconcileNetwork(ctx)
 	return nil
 }
 

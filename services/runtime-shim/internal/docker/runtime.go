@@ -27,16 +27,22 @@ func (b *Backend) Version(ctx context.Context, _ *runtimeapi.VersionRequest) (*r
 	}, nil
 }
 
-// Status reports RuntimeReady when Docker answers; the network is Docker's
-// bridge, ready whenever the runtime is.
+// Status reports RuntimeReady when Docker answers. NetworkReady is the
+// runtime's readiness on Docker's bridge; with a network plugin it also
+// needs the plugin ready (reason NetworkPluginNotReady, with the plugin's
+// word on what is missing, otherwise).
 func (b *Backend) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
 	ready, reason, msg := true, "", ""
 	if err := b.Ping(ctx); err != nil {
 		ready, reason, msg = false, "DockerDown", err.Error()
 	}
+	netReady, netReason, netMsg := ready, reason, msg
+	if ready {
+		netReady, netReason, netMsg = b.networkReady()
+	}
 	resp := &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
 		{Type: runtimeapi.RuntimeReady, Status: ready, Reason: reason, Message: msg},
-		{Type: runtimeapi.NetworkReady, Status: ready, Reason: reason, Message: msg},
+		{Type: runtimeapi.NetworkReady, Status: netReady, Reason: netReason, Message: netMsg},
 	}}}
 	if req.Verbose {
 		resp.Info = map[string]string{"shim": version.Version, "instance": b.opts.Instance}
@@ -57,9 +63,15 @@ func (b *Backend) RuntimeConfig(ctx context.Context, _ *runtimeapi.RuntimeConfig
 	return &runtimeapi.RuntimeConfigResponse{Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: drv}}, nil
 }
 
-// UpdateRuntimeConfig accepts the pod CIDR; Docker's bridge network owns
-// addressing, so there is nothing to change.
-func (b *Backend) UpdateRuntimeConfig(context.Context, *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
+// UpdateRuntimeConfig hands the node's pod CIDR to the network plugin
+// (which may write a pod network configuration for it); on Docker's bridge
+// network Docker owns addressing and there is nothing to change.
+func (b *Backend) UpdateRuntimeConfig(_ context.Context, req *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
+	if b.opts.Network != nil {
+		if err := b.opts.Network.UpdatePodCIDR(req.GetRuntimeConfig().GetNetworkConfig().GetPodCidr()); err != nil {
+			return nil, networkStatus(err, "update pod CIDR", "-")
+		}
+	}
 	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
 }
 

@@ -107,6 +107,13 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 					return nil, err
 				}
 			}
+			// A pause container started again has a new namespace to attach.
+			if b.opts.Network != nil && ct.HostConfig != nil && ct.HostConfig.NetworkMode == "none" &&
+				(ct.State == nil || !ct.State.Running || !b.opts.Network.Attached(ct.ID)) {
+				if err := b.attachNetwork(ctx, ct.ID, c); err != nil {
+					return nil, err
+				}
+			}
 			return &runtimeapi.RunPodSandboxResponse{PodSandboxId: ct.ID}, nil
 		}
 		return nil, toStatus(cerrdefs.ErrConflict.WithMessage("a container named "+name+" not managed by this shim exists"), "run sandbox")
@@ -126,6 +133,14 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	}
 	ns := c.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	hostNet := ns.GetNetwork() == runtimeapi.NamespaceMode_NODE
+	// With a network plugin a pod-network sandbox gets Docker's network
+	// mode none and is attached by the plugin once started.
+	pluginNet := b.opts.Network != nil && !hostNet
+	if pluginNet {
+		if err := b.opts.Network.Status(); err != nil {
+			return nil, networkStatus(err, "set up pod network", name)
+		}
+	}
 	cfg := &container.Config{
 		Image:        b.opts.PauseImage,
 		Labels:       labels,
@@ -140,7 +155,10 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	}
 	if hostNet {
 		hc.NetworkMode = "host"
-	} else if c.Hostname != "" {
+	} else if pluginNet {
+		hc.NetworkMode = "none"
+	}
+	if !hostNet && c.Hostname != "" {
 		cfg.Hostname = c.Hostname
 	}
 	if ns.GetIpc() == runtimeapi.NamespaceMode_NODE {
@@ -156,8 +174,10 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			if err != nil {
 				return nil, invalid("config.port_mappings", err.Error())
 			}
-			cfg.ExposedPorts[p] = struct{}{}
-			if pm.HostPort > 0 {
+			if !pluginNet {
+				cfg.ExposedPorts[p] = struct{}{}
+			}
+			if pm.HostPort > 0 && !pluginNet {
 				pb := network.PortBinding{HostPort: strconv.Itoa(int(pm.HostPort))}
 				if pm.HostIp != "" {
 					ip, err := netip.ParseAddr(pm.HostIp)
@@ -234,6 +254,12 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	}
 	if !dnsConfigEmpty(c.DnsConfig) {
 		if err := b.writeSandboxDNS(ctx, res.ID, c.DnsConfig); err != nil {
+			undo()
+			return nil, err
+		}
+	}
+	if pluginNet {
+		if err := b.attachNetwork(ctx, res.ID, c); err != nil {
 			undo()
 			return nil, err
 		}
@@ -325,6 +351,11 @@ func (b *Backend) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 			}
 		}
 	}
+	// Before the pause container stops: the plugins remove the pod's
+	// devices from its namespace.
+	if err := b.detachNetwork(ctx, sb.ID); err != nil {
+		return nil, err
+	}
 	if sb.InDocker {
 		t := 10
 		if _, err := b.cli.ContainerStop(ctx, sb.ID, client.ContainerStopOptions{Timeout: &t}); err != nil && !cerrdefs.IsNotFound(err) {
@@ -352,6 +383,9 @@ func (b *Backend) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 		if err := b.removeContainer(ctx, c.ID); err != nil {
 			return nil, err
 		}
+	}
+	if err := b.detachNetwork(ctx, sb.ID); err != nil {
+		return nil, err
 	}
 	if sb.InDocker {
 		if _, err := b.cli.ContainerRemove(ctx, sb.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
@@ -382,6 +416,14 @@ func (b *Backend) toPodSandboxStatus(sb *sandboxInfo) *runtimeapi.PodSandboxStat
 			Network: mode(sb.HostNetwork), Pid: mode(sb.HostPID), Ipc: mode(sb.HostIPC),
 		}}},
 		Labels: sb.Labels, Annotations: sb.Annotations, RuntimeHandler: sb.RuntimeHandler,
+	}
+	if b.opts.Network != nil && !sb.HostNetwork {
+		if ips := b.opts.Network.PodIPs(sb.ID); len(ips) > 0 {
+			out.Network.Ip = ips[0]
+			for _, ip := range ips[1:] {
+				out.Network.AdditionalIps = append(out.Network.AdditionalIps, &runtimeapi.PodIP{Ip: ip})
+			}
+		}
 	}
 	return out
 }

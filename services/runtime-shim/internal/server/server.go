@@ -12,6 +12,7 @@ import (
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/service"
+	"github.com/microlet/microlet/services/runtime-shim/internal/cni"
 	"github.com/microlet/microlet/services/runtime-shim/internal/docker"
 	"github.com/microlet/microlet/services/runtime-shim/internal/forward"
 	"github.com/microlet/microlet/services/runtime-shim/internal/streaming"
@@ -37,7 +38,18 @@ type Config struct {
 	DockerLogMaxSize  string `yaml:"docker_log_max_size" flag:"docker-log-max-size" usage:"size at which Docker rotates a container's json-file log (its copy the CRI log is made from)"`
 	DockerLogMaxFiles int    `yaml:"docker_log_max_files" flag:"docker-log-max-files" usage:"json-file logs Docker keeps per container; with the max size this bounds Docker's copy and how much output a stopped runtime-shim can still copy when it restarts"`
 	StreamingAddr     string `yaml:"streaming_addr" flag:"streaming-addr" usage:"host:port of the Exec/Attach/PortForward streaming server (port 0 picks one)"`
+	NetworkPlugin     string `yaml:"network_plugin" flag:"network-plugin" usage:"pod network of the docker backend: docker (Docker's bridge) or cni (CNI plugins)"`
+	CNIConfDir        string `yaml:"cni_conf_dir" flag:"cni-conf-dir" usage:"CNI network configuration directory (the lexically first valid file is used)"`
+	CNIBinDir         string `yaml:"cni_bin_dir" flag:"cni-bin-dir" usage:"comma-separated directories searched for CNI plugins"`
+	PodNetwork        string `yaml:"pod_network" flag:"pod-network" usage:"with network_plugin cni: bridge writes a bridge+host-local network config for the node's pod CIDRs when no other config is installed; empty leaves the config to the operator"`
+	CNIBridge         string `yaml:"cni_bridge" flag:"cni-bridge" usage:"bridge device of the pod_network bridge config"`
 }
+
+// Network plugins of the docker backend.
+const (
+	NetworkPluginDocker = "docker"
+	NetworkPluginCNI    = "cni"
+)
 
 // Server is the runtime-shim service.
 type Server struct {
@@ -58,6 +70,10 @@ func New() *Server {
 		StreamingAddr:     "127.0.0.1:0",
 		DockerLogMaxSize:  docker.DefaultLogMaxSize,
 		DockerLogMaxFiles: docker.DefaultLogMaxFiles,
+		NetworkPlugin:     NetworkPluginDocker,
+		CNIConfDir:        cni.DefaultConfDir,
+		CNIBinDir:         cni.DefaultBinDir,
+		CNIBridge:         cni.DefaultBridge,
 	}}
 }
 
@@ -76,10 +92,14 @@ func (s *Server) Register(env *service.Env) error {
 		if err != nil {
 			return err
 		}
+		netPlugin, err := s.networkPlugin(env)
+		if err != nil {
+			return err
+		}
 		b, err := docker.New(docker.Options{Mirrors: mirrors,
 			Host: s.cfg.DockerHost, DataDir: filepath.Join(s.cfg.DataDir, components.RuntimeShim),
 			Instance: s.cfg.DockerInstance, PauseImage: s.cfg.PauseImage, PauseBinary: s.cfg.PauseBinary, Log: env.Log,
-			LogMaxSize: s.cfg.DockerLogMaxSize, LogMaxFiles: s.cfg.DockerLogMaxFiles,
+			LogMaxSize: s.cfg.DockerLogMaxSize, LogMaxFiles: s.cfg.DockerLogMaxFiles, Network: netPlugin,
 		})
 		if err != nil {
 			return err
@@ -132,6 +152,35 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	env.Ready()
 	<-ctx.Done()
 	return nil
+}
+
+// networkPlugin builds the cni network mode's plugin manager; nil for
+// Docker's bridge.
+func (s *Server) networkPlugin(env *service.Env) (docker.NetworkPlugin, error) {
+	switch s.cfg.NetworkPlugin {
+	case NetworkPluginDocker, "":
+		if s.cfg.PodNetwork != "" {
+			return nil, fmt.Errorf("pod_network: %q needs network_plugin %q", s.cfg.PodNetwork, NetworkPluginCNI)
+		}
+		return nil, nil
+	case NetworkPluginCNI:
+	default:
+		return nil, fmt.Errorf("network_plugin: %q is not one of %q, %q", s.cfg.NetworkPlugin, NetworkPluginDocker, NetworkPluginCNI)
+	}
+	var bins []string
+	for _, d := range strings.Split(s.cfg.CNIBinDir, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			bins = append(bins, d)
+		}
+	}
+	m, err := cni.New(cni.Options{
+		ConfDir: s.cfg.CNIConfDir, BinDirs: bins, PodNetwork: s.cfg.PodNetwork, Bridge: s.cfg.CNIBridge,
+		DataDir: filepath.Join(s.cfg.DataDir, components.RuntimeShim, "cni"), Log: env.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // parseMirrors parses "registry=mirror,registry=mirror".
