@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/cpuset"
 )
 
 func validateContainerConfig(c *runtimeapi.ContainerConfig) error {
@@ -673,8 +674,21 @@ func (b *Backend) containerStatus(ct container.InspectResponse) *runtimeapi.Cont
 	return st
 }
 
-// UpdateContainerResources changes CPU and memory limits of a live container.
+// UpdateContainerResources changes the CPU shares, CFS quota and period,
+// memory limit and cpusets of a container, as an in-place resize asks. The
+// request carries the container's whole desired configuration: a zero quota
+// (no CPU limit) clears a quota set before, and the memory-swap limit follows
+// the memory limit (no swap, as at creation) so a raised limit is not refused
+// for exceeding the old swap limit. A zero memory limit leaves the current one
+// (Docker cannot lift a memory limit in place). Values the kernel or Docker
+// would refuse are InvalidArgument naming the field.
 func (b *Backend) UpdateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	if req.ContainerId == "" {
+		return nil, status.Error(codes.InvalidArgument, "container_id is required")
+	}
+	if err := validateResources(req.Linux); err != nil {
+		return nil, err
+	}
 	ct, err := b.inspectContainer(ctx, req.ContainerId)
 	if err != nil {
 		return nil, err
@@ -684,13 +698,57 @@ func (b *Backend) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	}
 	var r container.Resources
 	applyResources(&r, req.Linux)
-	if r.Memory > 0 && ct.HostConfig != nil && ct.HostConfig.MemorySwap > 0 && r.MemorySwap == 0 {
-		r.MemorySwap = r.Memory
+	if r.CPUQuota == 0 && ct.HostConfig != nil && ct.HostConfig.CPUQuota > 0 {
+		r.CPUQuota = -1 // Docker reads 0 as "unchanged"; -1 lifts the quota
 	}
 	if _, err := b.cli.ContainerUpdate(ctx, ct.ID, client.ContainerUpdateOptions{Resources: &r}); err != nil {
 		return nil, toStatus(err, "update container %s", ct.ID)
 	}
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+}
+
+// Bounds the kernel (and Docker) put on the CFS and memory settings.
+const (
+	minCPUShares      = 2
+	minCFSPeriod      = 1000    // 1 ms, in microseconds
+	maxCFSPeriod      = 1000000 // 1 s
+	minCFSQuota       = 1000
+	minMemoryLimit    = 6 * 1024 * 1024 // Docker's minimum
+	resourcesField = "linux.resources."
+)
+
+// validateResources checks the settings the shim passes to Docker; nil is
+// valid (nothing to change).
+func validateResources(r *runtimeapi.LinuxContainerResources) error {
+	if r == nil {
+		return nil
+	}
+	bad := func(field string, v any, why string) error {
+		return status.Errorf(codes.InvalidArgument, "%s%s %v: %s", resourcesField, field, v, why)
+	}
+	switch {
+	case r.CpuShares < 0 || (r.CpuShares > 0 && r.CpuShares < minCPUShares):
+		return bad("cpu_shares", r.CpuShares, "must be 0 (default) or at least 2")
+	case r.CpuPeriod != 0 && (r.CpuPeriod < minCFSPeriod || r.CpuPeriod > maxCFSPeriod):
+		return bad("cpu_period", r.CpuPeriod, "must be 0 (default) or 1000..1000000 microseconds")
+	case r.CpuQuota < -1 || (r.CpuQuota > 0 && r.CpuQuota < minCFSQuota):
+		return bad("cpu_quota", r.CpuQuota, "must be -1 or 0 (no limit) or at least 1000 microseconds")
+	case r.MemoryLimitInBytes < 0 || (r.MemoryLimitInBytes > 0 && r.MemoryLimitInBytes < minMemoryLimit):
+		return bad("memory_limit_in_bytes", r.MemoryLimitInBytes, "must be 0 (no limit) or at least 6 MiB")
+	case r.MemorySwapLimitInBytes > 0 && r.MemorySwapLimitInBytes < r.MemoryLimitInBytes:
+		return bad("memory_swap_limit_in_bytes", r.MemorySwapLimitInBytes, "must not be below memory_limit_in_bytes")
+	}
+	if r.CpusetCpus != "" {
+		if _, err := cpuset.Parse(r.CpusetCpus); err != nil {
+			return bad("cpuset_cpus", strconv.Quote(r.CpusetCpus), err.Error())
+		}
+	}
+	if r.CpusetMems != "" {
+		if _, err := cpuset.Parse(r.CpusetMems); err != nil {
+			return bad("cpuset_mems", strconv.Quote(r.CpusetMems), err.Error())
+		}
+	}
+	return nil
 }
 
 // ReopenContainerLog reopens the CRI log file after the caller rotated it.
