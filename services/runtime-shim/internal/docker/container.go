@@ -709,11 +709,11 @@ func (b *Backend) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 
 // Bounds the kernel (and Docker) put on the CFS and memory settings.
 const (
-	minCPUShares      = 2
-	minCFSPeriod      = 1000    // 1 ms, in microseconds
-	maxCFSPeriod      = 1000000 // 1 s
-	minCFSQuota       = 1000
-	minMemoryLimit    = 6 * 1024 * 1024 // Docker's minimum
+	minCPUShares   = 2
+	minCFSPeriod   = 1000    // 1 ms, in microseconds
+	maxCFSPeriod   = 1000000 // 1 s
+	minCFSQuota    = 1000
+	minMemoryLimit = 6 * 1024 * 1024 // Docker's minimum
 	resourcesField = "linux.resources."
 )
 
