@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/dump"
 )
 
 // Label and annotation keys, the same as the kubelet's so tools that know the
@@ -81,16 +82,16 @@ func containerAnnotations(pod *corev1.Pod, c *corev1.Container, restarts int) ma
 	return a
 }
 
-// HashContainer fingerprints a container spec; a running container whose hash
-// differs from its spec's is restarted, as the kubelet does. Resources are left
-// out so a resize alone does not restart the container.
+// HashContainer is the kubelet's container hash (pkg/kubelet/container's
+// HashContainer), in hex as the kubelet writes it into the hash annotation:
+// FNV-32a over the hash dump of the JSON of the container's name and image,
+// the only fields whose change restarts a running container. Everything else
+// (resources and resizePolicy above all, so a resize alone never restarts a
+// container) is left out, as upstream does.
 func HashContainer(c *corev1.Container) string {
-	cc := c.DeepCopy()
-	cc.Resources = corev1.ResourceRequirements{}
-	cc.ResizePolicy = nil
-	data, _ := json.Marshal(cc)
+	data, _ := json.Marshal(map[string]string{"name": c.Name, "image": c.Image})
 	h := fnv.New32a()
-	_, _ = h.Write(data)
+	_, _ = fmt.Fprintf(h, "%v", dump.ForHash(data))
 	return strconv.FormatUint(uint64(h.Sum32()), 16)
 }
 
