@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Debian packages the tests use: etcd for the control plane, busybox-static for
-# test images, iptables for the CNI portmap plugin. apt-get runs only when something is missing.
+# Debian packages the tests use: etcd for the control plane, busybox-static and
+# bash-static (the conformance busybox image's sh) for test images, iptables for
+# the CNI portmap plugin. apt-get runs only when something is missing.
 set -euo pipefail
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 [ -x /bin/busybox ] || command -v busybox >/dev/null 2>&1 || need+=(busybox-static)
+[ -x /bin/bash-static ] || need+=(bash-static)
 command -v flock >/dev/null 2>&1 || need+=(util-linux)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 if [ ${#need[@]} -gt 0 ]; then

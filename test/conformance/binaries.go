@@ -43,18 +43,25 @@ func findBuilt(name, env string) (string, error) {
 // hostCurl is the curl the agnhost image gets (Debian's package curl).
 const hostCurl = "/usr/bin/curl"
 
+// hostShell is the busybox image's sh (Debian's package bash-static):
+// ImageSources.Shell.
+const hostShell = "/bin/bash-static"
+
 // DefaultImageSources are the images' inputs on this machine: the programs
 // as given (FindAgnhost, FindNonewprivs, microlet's pause), Debian's
-// /bin/busybox and /usr/bin/curl, and porter's certificate pair from the
+// /bin/busybox, /bin/bash-static and /usr/bin/curl, and porter's certificate pair from the
 // agnhost sources of the pinned module (in the module cache).
 func DefaultImageSources(ctx context.Context, agnhost, nonewprivs, pause string) (ImageSources, error) {
-	src := ImageSources{Agnhost: agnhost, Nonewprivs: nonewprivs, Busybox: "/bin/busybox", Pause: pause,
+	src := ImageSources{Agnhost: agnhost, Nonewprivs: nonewprivs, Busybox: "/bin/busybox", Shell: hostShell, Pause: pause,
 		AgnhostFiles: map[string]string{}, AgnhostPrograms: []string{hostCurl}}
 	if agnhost == "" || nonewprivs == "" || pause == "" {
 		return src, errors.New("the agnhost, nonewprivs and pause programs are required")
 	}
 	if _, err := os.Stat(hostCurl); err != nil {
 		return src, fmt.Errorf("the agnhost image needs %s (apt-get install curl): %w", hostCurl, err)
+	}
+	if _, err := os.Stat(hostShell); err != nil {
+		return src, fmt.Errorf("the busybox image's sh is %s (apt-get install bash-static): %w", hostShell, err)
 	}
 	root, err := controlplane.RepoRoot()
 	if err != nil {

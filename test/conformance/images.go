@@ -40,6 +40,14 @@ type ImageSources struct {
 	// Busybox is a static busybox with the applets the tests call
 	// (Debian's busybox-static: /bin/busybox).
 	Busybox string
+	// Shell is the busybox image's /bin/sh: a static POSIX shell that
+	// passes every environment variable on to the programs it runs, names
+	// that are not shell identifiers ("p-data-1", "1-data-1", "$_-data-1")
+	// included, as the ConfigMap and Secret envFrom specs require of
+	// `sh -c env`. busybox's ash drops those; Debian's bash-static
+	// (/bin/bash-static) keeps them and runs as a POSIX shell under the
+	// name sh. Empty leaves busybox's ash as sh.
+	Shell string
 	// Pause is microlet's static pause program (services/runtime-shim/pause).
 	Pause string
 	// Nonewprivs is the static program of the nonewprivs image, which prints
@@ -64,9 +72,10 @@ func PrepareImages(ctx context.Context, src ImageSources, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// busybox: the applets under their usual paths, as the upstream image.
-	busybox := bb.clone()
-	busybox.changes = []string{envPath, `CMD ["sh"]`}
+	busybox, err := busyboxImage(bb, src.Shell)
+	if err != nil {
+		return err
+	}
 
 	// agnhost: the Dockerfile's entrypoint, default command, ports, uploads
 	// directory, agnhost-2 link and image-defined user and group, on the
@@ -129,6 +138,22 @@ func PrepareImages(ctx context.Context, src ImageSources, log io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// busyboxImage is the busybox image: the applets under their usual paths,
+// as upstream's, with shell (when set) as /bin/sh in place of busybox's ash
+// (still there as ash). Upstream's busybox sh hands the envFrom specs'
+// variables such as p-data-1 to env; busybox 1.35's ash, as Debian builds
+// it, exports only variables whose names are identifiers.
+func busyboxImage(bb *tree, shell string) (*tree, error) {
+	t := bb.clone()
+	if shell != "" {
+		if err := t.addFile("bin/sh", shell, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	t.changes = []string{envPath, `CMD ["sh"]`}
+	return t, nil
 }
 
 // Minimal account databases, with the names the tests and images expect.

@@ -70,8 +70,11 @@ node's kubelet API (nodeapi) listens on 127.0.0.1, the node IP the API server di
 - Images, built offline under their exact names: agnhost from its source in the module on
   busybox applets, with the host's curl (agnhost:2.55, used by one spec as "the previous
   version", is the same build); nonewprivs from its source; busybox from Debian's
-  busybox-static with every applet in /bin; pause from microlet's own pause program; nginx
-  as busybox httpd (no selected spec runs it).
+  busybox-static with every applet in /bin and Debian's bash-static as /bin/sh (busybox's
+  ash, still /bin/ash, exports only variables whose names are shell identifiers, so the
+  envFrom specs' ` + "`sh -c env`" + ` would not print p-data-1 or 1-data-1; bash, in POSIX mode
+  under the name sh, passes them on as upstream's image does); pause from microlet's own
+  pause program; nginx as busybox httpd (no selected spec runs it).
 `
 
 // oneColumn is said when only microlet's run is shown.

@@ -69,13 +69,14 @@ func main() {
 
 // imageFlags are the inputs of the images.
 type imageFlags struct {
-	agnhost, nonewprivs, busybox, pause string
+	agnhost, nonewprivs, busybox, shell, pause string
 }
 
 func (f *imageFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.agnhost, "agnhost", "", "static agnhost binary (hack/build-e2e.sh agnhost)")
 	fs.StringVar(&f.nonewprivs, "nonewprivs", "", "static nonewprivs program (hack/build-e2e.sh nonewprivs)")
 	fs.StringVar(&f.busybox, "busybox", "/bin/busybox", "static busybox (Debian's busybox-static)")
+	fs.StringVar(&f.shell, "shell", "/bin/bash-static", "static shell that is the busybox image's sh (Debian's bash-static; empty: busybox's ash)")
 	fs.StringVar(&f.pause, "pause", "", "static pause program (default: built with the node's binaries)")
 }
 
@@ -85,7 +86,7 @@ func (f *imageFlags) prepare(ctx context.Context, log io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w (-agnhost, -nonewprivs, -pause)", err)
 	}
-	src.Busybox = f.busybox
+	src.Busybox, src.Shell = f.busybox, f.shell
 	return conformance.PrepareImages(ctx, src, log)
 }
 
