@@ -4,7 +4,8 @@
 # by version, so only the first run pays for the build. Parallel callers wait
 # for one build (flock). Prints the binary's path on stdout.
 #   hack/build-k8s.sh NAME        NAME: kube-apiserver, kube-scheduler,
-#                                 kube-controller-manager or kubectl
+#                                 kube-controller-manager, kubectl or kubelet
+#                                 (kubelet: only for make conformance RUNTIME_ONLY=1)
 # hack/build-<NAME>.sh call it.
 set -euo pipefail
 name=${1:?usage: hack/build-k8s.sh NAME (a directory of test/controlplane)}
