@@ -76,10 +76,11 @@ compose-down: ## stop the compose dev box and remove its containers and volumes
 
 # Kubernetes' own e2e suite on a cluster whose only node is microlet
 # (test/conformance, docs/conformance.md). FOCUS, SKIP, PROCS, RESULTS,
-# DRY_RUN: see hack/conformance.sh.
+# DRY_RUN, RUNTIME_ONLY=1 (the upstream kubelet on runtime-shim as the node):
+# see hack/conformance.sh.
 .PHONY: conformance conformance-report
-conformance: ## run the sig-node [Conformance] e2e specs against one microlet node; rewrites docs/conformance.md (FOCUS/SKIP/PROCS pick others)
+conformance: ## run the sig-node [Conformance] e2e specs against one microlet node (RUNTIME_ONLY=1: the upstream kubelet on runtime-shim); rewrites docs/conformance.md (FOCUS/SKIP/PROCS pick others)
 	hack/conformance.sh
 
-conformance-report: ## regenerate docs/conformance.md from a run's junit file (JUNIT=_output/conformance/junit_01.xml)
+conformance-report: ## regenerate docs/conformance.md from the recorded runs (test/conformance/runs/), or JUNIT="[NAME=]FILE ..."
 	hack/conformance-report.sh $(JUNIT)

@@ -18,6 +18,7 @@ const (
 	EnvE2ETest    = "MICROLET_E2E_TEST"
 	EnvAgnhost    = "MICROLET_AGNHOST"
 	EnvNonewprivs = "MICROLET_NONEWPRIVS"
+	EnvKubelet    = "MICROLET_KUBELET"
 )
 
 // upstreamModule is the module the suite is built from, relative to the
@@ -35,6 +36,14 @@ func FindAgnhost() (string, error) { return findBuilt("agnhost", EnvAgnhost) }
 
 // FindNonewprivs is FindE2ETest for the nonewprivs image's program.
 func FindNonewprivs() (string, error) { return findBuilt("nonewprivs", EnvNonewprivs) }
+
+// FindKubelet returns $MICROLET_KUBELET, else the upstream kubelet that
+// hack/build-kubelet.sh caches for the k8s.io/kubernetes version pinned in
+// test/controlplane/go.mod. Only `make conformance RUNTIME_ONLY=1` builds
+// it; a missing binary wraps controlplane.ErrMissingBinary.
+func FindKubelet() (string, error) {
+	return controlplane.FindCached("test/controlplane/go.mod", "kubelet", EnvKubelet, "hack/build-kubelet.sh")
+}
 
 func findBuilt(name, env string) (string, error) {
 	return controlplane.FindCached(upstreamModule+"/go.mod", name, env, "hack/build-e2e.sh")

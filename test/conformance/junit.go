@@ -88,10 +88,13 @@ func (r *Run) SetupFailures() []Case {
 }
 
 type junitSuites struct {
-	Suites []junitSuite `xml:"testsuite"`
+	XMLName xml.Name     `xml:"testsuites"`
+	Suites  []junitSuite `xml:"testsuite"`
 }
 
 type junitSuite struct {
+	Name       string          `xml:"name,attr,omitempty"`
+	Tests      int             `xml:"tests,attr"`
 	Time       float64         `xml:"time,attr"`
 	Timestamp  string          `xml:"timestamp,attr"`
 	Properties []junitProperty `xml:"properties>property"`
@@ -105,7 +108,7 @@ type junitProperty struct {
 
 type junitCase struct {
 	Name    string        `xml:"name,attr"`
-	Status  string        `xml:"status,attr"`
+	Status  string        `xml:"status,attr,omitempty"`
 	Time    float64       `xml:"time,attr"`
 	Skipped *junitMessage `xml:"skipped"`
 	Failure *junitMessage `xml:"failure"`
@@ -113,8 +116,8 @@ type junitCase struct {
 }
 
 type junitMessage struct {
-	Message string `xml:"message,attr"`
-	Type    string `xml:"type,attr"`
+	Message string `xml:"message,attr,omitempty"`
+	Type    string `xml:"type,attr,omitempty"`
 	Text    string `xml:",chardata"`
 }
 
@@ -178,6 +181,44 @@ func ParseJUnit(path string) (*Run, error) {
 		run.Cases = append(run.Cases, c)
 	}
 	return run, nil
+}
+
+// TrimJUnit writes to out the junit file in with only what ParseJUnit
+// reports on: the specs the run's focus and skip selected and the suite
+// nodes, with their states, times and messages, and the suite's
+// properties. e2e.test's own file also lists every unselected spec of the
+// suite (~7,500) as skipped; the trimmed one is small enough to keep in
+// the repository as a reference run's record.
+func TrimJUnit(in, out string) error {
+	b, err := os.ReadFile(in)
+	if err != nil {
+		return err
+	}
+	var doc junitSuites
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("%s: %w", in, err)
+	}
+	run, err := ParseJUnit(in)
+	if err != nil {
+		return err
+	}
+	if len(run.Cases) != len(doc.Suites[0].Cases) {
+		return fmt.Errorf("%s: %d cases parsed of %d", in, len(run.Cases), len(doc.Suites[0].Cases))
+	}
+	s := &doc.Suites[0]
+	kept := s.Cases[:0]
+	for i, c := range s.Cases {
+		if run.Cases[i].Selected {
+			kept = append(kept, c)
+		}
+	}
+	s.Cases, s.Tests = kept, len(kept)
+	doc.Suites = doc.Suites[:1]
+	outB, err := xml.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(out, append([]byte(xml.Header), append(outB, '\n')...), 0o644)
 }
 
 // failureText is the message of a failure: the attribute when e2e.test

@@ -127,3 +127,36 @@ func TestWriteReport(t *testing.T) {
 		}
 	}
 }
+
+func TestTrimJUnit(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "junit.xml")
+	if err := TrimJUnit("testdata/junit_01.xml", out); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := ParseJUnit("testdata/junit_01.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trimmed, err := ParseJUnit(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []Case
+	for _, c := range orig.Cases {
+		if c.Selected {
+			want = append(want, c)
+		}
+	}
+	if len(trimmed.Cases) != len(want) || len(want) == len(orig.Cases) {
+		t.Fatalf("trimmed has %d cases, want the %d selected of %d", len(trimmed.Cases), len(want), len(orig.Cases))
+	}
+	for i, c := range trimmed.Cases {
+		if c != want[i] {
+			t.Errorf("case %d: %+v, want %+v", i, c, want[i])
+		}
+	}
+	if trimmed.Duration != orig.Duration || !trimmed.Started.Equal(orig.Started) || trimmed.Procs != orig.Procs ||
+		strings.Join(trimmed.Focus, ",") != strings.Join(orig.Focus, ",") || strings.Join(trimmed.Skip, ",") != strings.Join(orig.Skip, ",") {
+		t.Errorf("suite: %+v, want %+v", trimmed, orig)
+	}
+}

@@ -134,6 +134,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	reasonsPath := fs.String("reasons", "test/conformance/reasons.yaml", "failure reasons for the report")
 	nodeName := fs.String("node-name", "", "the node's name (default microlet-<random>)")
 	e2eVersion := fs.String("e2e-version", "", "the suite's version, for the report")
+	kubelet := fs.String("kubelet", "", "run the upstream kubelet (this binary, hack/build-kubelet.sh) on runtime-shim as the node instead of microlet")
+	otherColumns := fs.String("other-junit", "", "[NAME=]FILE of another run to put beside this one in the report (e.g. the recorded kubelet-on-runtime-shim run); a missing file is left out")
+	record := fs.String("record", "", "keep this run's junit file, trimmed to the selected specs (conformance.TrimJUnit), and meta.json in this directory; the report then reads them from there")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -174,6 +177,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	bins := filepath.Join(suite.ResultsDir, "bin")
 	step("building microlet %s into %s", microletVersion, bins)
 	pkgs := append(node.Packages(), "github.com/microlet/microlet/services/runtime-shim/pause")
+	if *kubelet != "" {
+		pkgs = []string{"github.com/microlet/microlet/services/runtime-shim", "github.com/microlet/microlet/services/runtime-shim/pause"}
+	}
 	if err := goBuild(ctx, repo, bins, "-X github.com/microlet/microlet/internal/version.Version="+microletVersion, pkgs...); err != nil {
 		return err
 	}
@@ -198,17 +204,36 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}()
 	suite.Kubeconfig = cp.AdminKubeconfig()
 
-	nodeLog, err := os.Create(filepath.Join(suite.ResultsDir, "microlet.log"))
-	if err != nil {
-		return err
+	nodeKind, nodeName2 := "microlet", ""
+	if *kubelet == "" {
+		nodeLog, err := os.Create(filepath.Join(suite.ResultsDir, "microlet.log"))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = nodeLog.Close() }()
+		step("starting the microlet node (log: %s)", nodeLog.Name())
+		n, err := conformance.StartNode(ctx, cp, conformance.NodeOptions{Bins: bins, Name: *nodeName, Out: nodeLog})
+		if err != nil {
+			return err
+		}
+		defer n.Stop()
+		nodeName2 = n.Name
+	} else {
+		nodeKind = conformance.KubeletNodeName
+		k, err := startKubelet(ctx, cp, *kubelet, bins, *nodeName, suite.ResultsDir, step)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			k.Stop()
+			if diff := k.RestoreReport(); diff != "" {
+				fmt.Fprintf(os.Stderr, "conformance: kernel parameters not restored: %s (recorded in %s)\n", diff, filepath.Join(suite.ResultsDir, "sysctls-before"))
+			} else {
+				step("kernel parameters restored: %s", strings.ReplaceAll(strings.TrimSpace(k.RecordedSysctls()), "\n", ", "))
+			}
+		}()
+		nodeName2 = k.Name
 	}
-	defer func() { _ = nodeLog.Close() }()
-	step("starting the microlet node (log: %s)", nodeLog.Name())
-	n, err := conformance.StartNode(ctx, cp, conformance.NodeOptions{Bins: bins, Name: *nodeName, Out: nodeLog})
-	if err != nil {
-		return err
-	}
-	defer n.Stop()
 
 	e2eLog, err := os.Create(filepath.Join(suite.ResultsDir, "e2e.log"))
 	if err != nil {
@@ -217,10 +242,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	defer func() { _ = e2eLog.Close() }()
 	suite.Out = io.MultiWriter(out, e2eLog)
 	command := strings.Join(suite.Args(), " ")
-	step("node %s Ready; running %s", n.Name, command)
+	step("node %s Ready; running %s", nodeName2, command)
+	command0 := "make conformance"
+	if *kubelet != "" {
+		command0 += " RUNTIME_ONLY=1"
+	}
 	meta := conformance.Meta{
-		Node: "microlet", E2E: *e2eVersion, Microlet: microletVersion, Procs: suite.Procs,
-		Command: "make conformance", Kernel: commandOutput("uname", "-r"),
+		Node: nodeKind, E2E: *e2eVersion, Microlet: microletVersion, Procs: suite.Procs,
+		Command: command0, Kernel: commandOutput("uname", "-r"),
 		Docker: "Docker " + commandOutput("docker", "version", "--format", "{{.Server.Version}}") + " (" + commandOutput("docker", "info", "--format", "{{.Driver}}") + ")",
 		Cgroup: "cgroup v" + commandOutput("docker", "info", "--format", "{{.CgroupVersion}}"),
 	}
@@ -244,9 +273,35 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	for _, c := range res.SetupFailures() {
 		fmt.Fprintf(out, "  SETUP FAILED %s: %s\n", c.Name, c.Message)
 	}
-	fmt.Fprintf(out, "conformance: results in %s (%s, e2e.log, microlet.log, controlplane-logs/)\n", suite.ResultsDir, conformance.JUnitFile)
+	fmt.Fprintf(out, "conformance: results in %s (%s, e2e.log, node logs, controlplane-logs/)\n", suite.ResultsDir, conformance.JUnitFile)
+	junit := filepath.Join(suite.ResultsDir, conformance.JUnitFile)
+	if *record != "" {
+		if err := recordRun(suite.ResultsDir, *record); err != nil {
+			return err
+		}
+		junit = filepath.Join(*record, conformance.JUnitFile)
+		fmt.Fprintf(out, "conformance: run recorded in %s\n", *record)
+	}
 	if *reportPath != "" {
-		if err := writeReport(*reportPath, *reasonsPath, []string{"microlet=" + filepath.Join(suite.ResultsDir, conformance.JUnitFile)}); err != nil {
+		cols := []string{nodeKind + "=" + junit}
+		if *otherColumns != "" {
+			_, other, ok := strings.Cut(*otherColumns, "=")
+			if !ok {
+				other = *otherColumns
+			}
+			if _, err := os.Stat(other); err == nil {
+				cols = append(cols, *otherColumns)
+			} else {
+				fmt.Fprintf(out, "conformance: no %s for the report's other column\n", other)
+			}
+		}
+		if nodeKind != "microlet" {
+			// microlet's column comes first.
+			for i, j := 0, len(cols)-1; i < j; i, j = i+1, j-1 {
+				cols[i], cols[j] = cols[j], cols[i]
+			}
+		}
+		if err := writeReport(*reportPath, *reasonsPath, cols); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "conformance: report written to %s\n", *reportPath)
@@ -255,6 +310,48 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return errFailed
 	}
 	return nil
+}
+
+// recordRun keeps a run's trimmed junit file and meta.json in dir.
+func recordRun(results, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := conformance.TrimJUnit(filepath.Join(results, conformance.JUnitFile), filepath.Join(dir, conformance.JUnitFile)); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(filepath.Join(results, "meta.json"))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "meta.json"), b, 0o644)
+}
+
+// startKubelet starts the upstream kubelet on runtime-shim as the
+// cluster's node, its and the shim's logs in results, and records the
+// kernel parameters it will change in results/sysctls-before.
+func startKubelet(ctx context.Context, cp *controlplane.ControlPlane, kubelet, bins, name, results string, step func(string, ...any)) (*conformance.KubeletNode, error) {
+	kubeletLog, err := os.Create(filepath.Join(results, "kubelet.log"))
+	if err != nil {
+		return nil, err
+	}
+	shimLog, err := os.Create(filepath.Join(results, "runtime-shim.log"))
+	if err != nil {
+		return nil, err
+	}
+	step("starting runtime-shim and the upstream kubelet %s (logs: %s, %s)", commandOutput(kubelet, "--version"), kubeletLog.Name(), shimLog.Name())
+	k, err := conformance.StartKubelet(ctx, cp, conformance.KubeletOptions{
+		Kubelet: kubelet, Bins: bins, Name: name, KubeletOut: kubeletLog, ShimOut: shimLog,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w (logs: %s, %s)", err, kubeletLog.Name(), shimLog.Name())
+	}
+	if err := os.WriteFile(filepath.Join(results, "sysctls-before"), []byte(k.RecordedSysctls()), 0o644); err != nil {
+		k.Stop()
+		return nil, err
+	}
+	step("kernel parameters before the kubelet (restored at the end): %s", strings.ReplaceAll(strings.TrimSpace(k.RecordedSysctls()), "\n", ", "))
+	return k, nil
 }
 
 // junitFlags collects repeated -junit [NAME=]FILE.
