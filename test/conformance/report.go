@@ -65,8 +65,9 @@ node's kubelet API (nodeapi) listens on 127.0.0.1, the node IP the API server di
 
 - Run: ` + "`make conformance`" + ` (hack/conformance.sh; ~1 min of setup when the binaries are cached).
   ` + "`FOCUS=... SKIP=... PROCS=...`" + ` pick another selection (written to ` + "`_output/conformance/`" + `).
-- This page: ` + "`make conformance-report JUNIT=_output/conformance/junit_01.xml`" + ` regenerates it from
-  a run's junit file; the reasons come from ` + "`test/conformance/reasons.yaml`" + `.
+- This page: ` + "`make conformance-report`" + ` regenerates it from the recorded runs (a run of the
+  default selection keeps its junit file, trimmed to the selected specs, in
+  ` + "`test/conformance/runs/<node>/`" + `); the reasons come from ` + "`test/conformance/reasons.yaml`" + `.
 - Images, built offline under their exact names: agnhost from its source in the module on
   busybox applets, with the host's curl (agnhost:2.55, used by one spec as "the previous
   version", is the same build); nonewprivs from its source; busybox from Debian's
@@ -79,10 +80,26 @@ node's kubelet API (nodeapi) listens on 127.0.0.1, the node IP the API server di
 
 // oneColumn is said when only microlet's run is shown.
 const oneColumn = `- The upstream kubelet on runtime-shim (the second column the conformance issue asks
-  for) is not run here: kubelet v1.36 rewrites kernel sysctls when it starts
-  (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops), or refuses to start with
-  protectKernelDefaults, and these machines are shared. ` + "`hack/conformance-report.sh microlet=A \"kubelet on runtime-shim=B\"`" + `
-  puts a second run beside this one.
+  for) has no recorded run here: ` + "`make conformance RUNTIME_ONLY=1`" + ` makes one (recorded in
+  ` + "`test/conformance/runs/kubelet-on-runtime-shim/`" + `, then shown beside microlet's).
+`
+
+// kubeletColumn describes the second column, the upstream kubelet on
+// runtime-shim (StartKubelet).
+const kubeletColumn = `- Second column: the same selection with the **upstream kubelet** (same release, built from
+  the pinned module by ` + "`hack/build-kubelet.sh`" + `) as the only node and microlet's runtime-shim,
+  started alone, as its CRI endpoint (` + "`make conformance RUNTIME_ONLY=1`" + `): a spec failing in both
+  columns points at runtime-shim (or the host), one failing on microlet only at microlet's
+  node services. The kubelet's configuration (` + "`test/conformance/kubelet.go`" + `): Docker's cgroup
+  driver under a cgroup root of its own, ` + "`failCgroupV1: false`" + ` (the host is cgroup v1), webhook
+  authentication and authorization with the cluster CA as client CA, no static pods, no image
+  garbage collection and no disk-pressure eviction (Docker's images are shared with other
+  work on the host). The kubelet refuses a loopback node IP, so its node IP, and the one address
+  its API listens on, is the host's own (default-route) address. When it starts, the kubelet
+  sets kernel parameters (vm.overcommit_memory=1, vm.panic_on_oom=0, kernel.panic=10,
+  kernel.panic_on_oops=1, kernel.keys.root_maxkeys, kernel.keys.root_maxbytes); the harness
+  records their values before (` + "`sysctls-before`" + ` in the results) and writes them back when the
+  run ends.
 `
 
 // unknownReason stands for a failure nobody has explained yet.
@@ -159,6 +176,8 @@ func WriteReport(w io.Writer, cols []Column, reasons *Reasons, generator string)
 	b.WriteString(intro)
 	if len(cols) == 1 {
 		b.WriteString(oneColumn)
+	} else {
+		b.WriteString(kubeletColumn)
 	}
 	b.WriteString("\n")
 
@@ -264,6 +283,30 @@ func WriteReport(w io.Writer, cols []Column, reasons *Reasons, generator string)
 				names[i] = shortName(s.Name)
 			}
 			fmt.Fprintf(&b, "| %s | %s | %d: %s |\n", cell(g.reason.Reason, 0), ownerCell(g.reason.Owner), len(g.specs), cell(strings.Join(names, "; "), 0))
+		}
+		b.WriteString("\n")
+	}
+
+	// The other columns' failures with their messages.
+	for _, c := range cols[1:] {
+		var failed []Case
+		for _, s := range c.Run.Selected() {
+			if s.Result == Failed {
+				failed = append(failed, s)
+			}
+		}
+		if len(failed) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "## Failures on %s\n\n| spec | %s | failure message |\n|---|---|---|\n", c.Name, first.Name)
+		for _, s := range failed {
+			other := "not run"
+			for _, f := range first.Run.Selected() {
+				if f.Name == s.Name {
+					other = resultCell(f.Result)
+				}
+			}
+			fmt.Fprintf(&b, "| %s | %s | `%s` |\n", cell(shortName(s.Name), 0), other, cell(firstLine(s.Message), 240))
 		}
 		b.WriteString("\n")
 	}

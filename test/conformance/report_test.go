@@ -160,3 +160,46 @@ func TestTrimJUnit(t *testing.T) {
 		t.Errorf("suite: %+v, want %+v", trimmed, orig)
 	}
 }
+
+func TestWriteReportTwoColumns(t *testing.T) {
+	run, err := ParseJUnit("testdata/junit_01.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons, err := LoadReasons("testdata/reasons.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second run passed Beta where the first failed it.
+	second := *run
+	second.Cases = append([]Case(nil), run.Cases...)
+	for i, c := range second.Cases {
+		if strings.Contains(c.Name, "Beta") {
+			second.Cases[i].Result, second.Cases[i].Message = Passed, ""
+		}
+	}
+	var b strings.Builder
+	cols := []Column{
+		{Name: "microlet", Run: run, Meta: Meta{Node: "microlet"}},
+		{Name: KubeletNodeName, Run: &second, Meta: Meta{Node: KubeletNodeName}},
+	}
+	if err := WriteReport(&b, cols, reasons, "the test"); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{
+		"| | microlet | kubelet on runtime-shim |",
+		"| **passed** | **1 of 5** | **2 of 5** |",
+		"upstream kubelet",
+		"## Failures on kubelet on runtime-shim",
+		"| Gamma exec times out | ❌ failed | `[TIMEDOUT] A suite timeout occurred` |",
+		"| [sig-node] Beta reads logs \\| twice [Conformance] | ❌ failed | ✅ passed |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "has no recorded run") {
+		t.Error("a two-column report says the second run is missing")
+	}
+}
