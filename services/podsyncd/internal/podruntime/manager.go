@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/microlet/microlet/services/podsyncd/internal/containerlogs"
 	"github.com/microlet/microlet/services/podsyncd/internal/dns"
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
@@ -76,6 +78,10 @@ type Options struct {
 	// MemoryCapacity is the machine's memory in bytes, for the OOM score
 	// adjustment of Burstable containers.
 	MemoryCapacity int64
+	// LogSymlinkDir gets a <pod>_<ns>_<container>-<id>.log symlink to each
+	// started container's log, as the kubelet makes in /var/log/containers;
+	// empty makes none.
+	LogSymlinkDir string
 }
 
 // Reason is a container's waiting reason remembered between syncs.
@@ -621,6 +627,10 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 	}
 	m.setReason(pod.UID, c.Name, nil)
 	m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeNormal, events.Started, "Container started")
+	if err := containerlogs.Link(m.opts.LogSymlinkDir, pod.Name, pod.Namespace, c.Name, created.ContainerId,
+		filepath.Join(sbConfig.GetLogDirectory(), cfg.GetLogPath())); err != nil {
+		m.log.Warn("container log symlink", "pod", podRef(pod), "container", c.Name, "err", err)
+	}
 	m.log.Info("started container", "pod", podRef(pod), "container", c.Name, "id", created.ContainerId, "restarts", restarts)
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
 		if msg, err := m.runHandler(ctx, pod, c, created.ContainerId, c.Lifecycle.PostStart, 0); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/microlet/microlet/internal/components"
@@ -19,6 +20,8 @@ import (
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
+	"github.com/microlet/microlet/services/podsyncd/internal/containergc"
+	"github.com/microlet/microlet/services/podsyncd/internal/containerlogs"
 	"github.com/microlet/microlet/services/podsyncd/internal/dns"
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
@@ -46,6 +49,18 @@ type Config struct {
 	ClusterDNS         []string      `yaml:"cluster_dns" flag:"cluster-dns" usage:"IP addresses of the cluster DNS servers for dnsPolicy ClusterFirst pods (the kubelet's clusterDNS); empty: such pods use the host's resolver"`
 	ClusterDomain      string        `yaml:"cluster_domain" flag:"cluster-domain" usage:"the cluster's DNS domain, searched by ClusterFirst pods (the kubelet's clusterDomain)"`
 	ResolvConf         string        `yaml:"resolv_conf" flag:"resolv-conf" usage:"resolver file that dnsPolicy Default pods get and ClusterFirst pods take search paths from; empty: a resolver on the pod's loopback only"`
+
+	// Housekeeping: container GC (the kubelet's flags of the same names),
+	// container log rotation and symlinks (KubeletConfiguration names).
+	MinimumContainerTTL         time.Duration `yaml:"minimum_container_ttl_duration" flag:"minimum-container-ttl-duration" usage:"minimum age of a finished container before it is garbage collected"`
+	MaxDeadPerContainer         int           `yaml:"maximum_dead_containers_per_container" flag:"maximum-dead-containers-per-container" usage:"dead instances kept per container of a pod (the newest of a pod that exists is always kept); negative: no limit"`
+	MaxDeadContainers           int           `yaml:"maximum_dead_containers" flag:"maximum-dead-containers" usage:"dead containers kept on the node in all; negative: no limit"`
+	ContainerGCPeriod           time.Duration `yaml:"container_gc_period" flag:"container-gc-period" usage:"how often dead containers, sandboxes and pod log dirs are collected (the kubelet: 1m)"`
+	ContainerLogMaxSize         string        `yaml:"container_log_max_size" flag:"container-log-max-size" usage:"size (a quantity: 10Mi) at which a container's log is rotated; negative turns rotation off"`
+	ContainerLogMaxFiles        int           `yaml:"container_log_max_files" flag:"container-log-max-files" usage:"log files (current and rotated) kept per container; at least 2"`
+	ContainerLogMaxWorkers      int           `yaml:"container_log_max_workers" flag:"container-log-max-workers" usage:"containers whose logs are rotated at once"`
+	ContainerLogMonitorInterval time.Duration `yaml:"container_log_monitor_interval" flag:"container-log-monitor-interval" usage:"how often container log sizes are checked"`
+	ContainerLogSymlinkDir      string        `yaml:"container_log_symlink_dir" flag:"container-log-symlink-dir" usage:"directory of the <pod>_<ns>_<container>-<id>.log symlinks to container logs; empty: none"`
 }
 
 // Server is the podsyncd service.
@@ -67,6 +82,16 @@ func New() *Server {
 		BackoffMax:         podruntime.DefaultBackoffMax,
 		RuntimeTimeout:     2 * time.Minute,
 		ResolvConf:         "/etc/resolv.conf",
+
+		MinimumContainerTTL:         containergc.DefaultPolicy().MinAge,
+		MaxDeadPerContainer:         containergc.DefaultPolicy().MaxPerPodContainer,
+		MaxDeadContainers:           containergc.DefaultPolicy().MaxContainers,
+		ContainerGCPeriod:           containergc.DefaultPeriod,
+		ContainerLogMaxSize:         "10Mi",
+		ContainerLogMaxFiles:        containerlogs.DefaultMaxFiles,
+		ContainerLogMaxWorkers:      containerlogs.DefaultWorkers,
+		ContainerLogMonitorInterval: containerlogs.DefaultMonitorInterval,
+		ContainerLogSymlinkDir:      containerlogs.DefaultSymlinkDir,
 	}}
 }
 
@@ -82,6 +107,7 @@ func (s *Server) Register(env *service.Env) error {
 	for name, d := range map[string]time.Duration{
 		"resync_period": c.ResyncPeriod, "relist_period": c.RelistPeriod, "housekeeping_period": c.HousekeepingPeriod,
 		"crashloop_backoff_initial": c.BackoffInitial, "crashloop_backoff_max": c.BackoffMax, "runtime_request_timeout": c.RuntimeTimeout,
+		"container_gc_period": c.ContainerGCPeriod, "container_log_monitor_interval": c.ContainerLogMonitorInterval,
 	} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive, got %s", name, d)
@@ -96,8 +122,33 @@ func (s *Server) Register(env *service.Env) error {
 	if _, err := dns.New(dns.Config{ClusterDNS: c.ClusterDNS, ClusterDomain: c.ClusterDomain}, nil); err != nil {
 		return err
 	}
+	if err := c.gcPolicy().Validate(); err != nil {
+		return err
+	}
+	if _, err := c.logPolicy(); err != nil {
+		return err
+	}
 	podsyncv1.RegisterPodSyncServiceServer(env.Server.GRPC(), s)
 	return nil
+}
+
+func (c *Config) gcPolicy() containergc.Policy {
+	return containergc.Policy{MinAge: c.MinimumContainerTTL, MaxPerPodContainer: c.MaxDeadPerContainer, MaxContainers: c.MaxDeadContainers}
+}
+
+// logPolicy parses the log rotation settings as the kubelet does (the size
+// is a resource quantity).
+func (c *Config) logPolicy() (containerlogs.Policy, error) {
+	q, err := resource.ParseQuantity(c.ContainerLogMaxSize)
+	if err != nil {
+		return containerlogs.Policy{}, fmt.Errorf("container_log_max_size %q: %w", c.ContainerLogMaxSize, err)
+	}
+	size, ok := q.AsInt64()
+	if !ok {
+		return containerlogs.Policy{}, fmt.Errorf("container_log_max_size %q is not a whole number of bytes", c.ContainerLogMaxSize)
+	}
+	p := containerlogs.Policy{MaxSize: size, MaxFiles: c.ContainerLogMaxFiles, Workers: c.ContainerLogMaxWorkers}
+	return p, p.Validate()
 }
 
 func dial(endpoint string) (*grpc.ClientConn, error) { return grpcclient.Dial(endpoint) }
@@ -192,12 +243,17 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		DNS:            dnsConf,
 		Services:       services,
 		Recorder:       recorder,
+		LogSymlinkDir:  c.ContainerLogSymlinkDir,
 	})
+	gc := containergc.New(rt, c.gcPolicy(), containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.ContainerLogSymlinkDir, Log: env.Log})
+	logPolicy, _ := c.logPolicy() // validated in Register
+	go containerlogs.NewRotator(rt, logPolicy, env.Log, nil).Run(ctx, c.ContainerLogMonitorInterval)
 	s.loop = syncloop.New(env.Log, rm, rt,
 		podconfigv1.NewPodConfigServiceClient(conns[components.PodConfig]),
 		statusdv1.NewStatusServiceClient(conns[components.Statusd]),
 		nodestatusv1.NewNodeStatusServiceClient(conns[components.NodeStatusd]),
-		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod})
+		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod,
+			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod})
 	env.Ready()
 	s.loop.Run(ctx)
 	return nil

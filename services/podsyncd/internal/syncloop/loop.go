@@ -3,7 +3,6 @@ package syncloop
 import (
 	"context"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
 	"github.com/microlet/microlet/services/podsyncd/internal/admission"
+	"github.com/microlet/microlet/services/podsyncd/internal/containergc"
 	"github.com/microlet/microlet/services/podsyncd/internal/desired"
 	"github.com/microlet/microlet/services/podsyncd/internal/pleg"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
@@ -32,9 +32,11 @@ type Options struct {
 	ResyncPeriod       time.Duration // per-pod resync (10 s)
 	RelistPeriod       time.Duration // PLEG relist (1 s)
 	HousekeepingPeriod time.Duration // housekeeping (2 s)
-	// MaxDeadPerContainer is how many exited instances of one container are kept (1).
-	MaxDeadPerContainer int
-	Clock               clock.Clock
+	// ContainerGC collects dead containers, sandboxes and pod log dirs
+	// every ContainerGCPeriod (1 min); nil collects nothing.
+	ContainerGC       *containergc.GC
+	ContainerGCPeriod time.Duration
+	Clock             clock.Clock
 }
 
 // Loop is the sync loop.
@@ -73,8 +75,8 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt runtimeapi.RuntimeServiceC
 	if opts.HousekeepingPeriod == 0 {
 		opts.HousekeepingPeriod = 2 * time.Second
 	}
-	if opts.MaxDeadPerContainer == 0 {
-		opts.MaxDeadPerContainer = 1
+	if opts.ContainerGCPeriod == 0 {
+		opts.ContainerGCPeriod = containergc.DefaultPeriod
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -110,10 +112,11 @@ func (l *Loop) Run(ctx context.Context) {
 	relister := pleg.New(l.rt, l.opts.RelistPeriod, l.log, l.workers.Trigger)
 	defer l.probes.Stop()
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); l.store.Run(ctx) }()
 	go func() { defer wg.Done(); relister.Run(ctx) }()
 	go func() { defer wg.Done(); l.housekeeping(ctx) }()
+	go func() { defer wg.Done(); l.containerGC(ctx) }()
 	wg.Wait()
 	l.workers.Wait()
 }
@@ -502,8 +505,7 @@ func (l *Loop) sourcesReady(ctx context.Context) bool {
 	return err == nil && resp.AllReady
 }
 
-// cleanup kills runtime pods nobody wants, drops orphaned statuses and
-// collects dead containers.
+// cleanup kills runtime pods nobody wants and drops orphaned statuses.
 func (l *Loop) cleanup(ctx context.Context) {
 	want := map[types.UID]bool{}
 	for _, p := range l.store.Pods() {
@@ -551,54 +553,48 @@ func (l *Loop) cleanup(ctx context.Context) {
 		_, _ = l.status.RemoveOrphanedStatuses(cctx, &statusdv1.RemoveOrphanedStatusesRequest{KeepPodUids: keep})
 		cancel()
 	}
-	l.gcContainers(ctx, cs.Containers, sbs.Items)
 }
 
-// gcContainers keeps the newest MaxDeadPerContainer exited instances of each
-// container of each pod and removes older ones and stale sandboxes.
-func (l *Loop) gcContainers(ctx context.Context, cs []*runtimeapi.Container, sbs []*runtimeapi.PodSandbox) {
-	type key struct {
-		uid  string
-		name string
+// containerGC runs the container garbage collector every
+// ContainerGCPeriod, as the kubelet's StartGarbageCollection does.
+func (l *Loop) containerGC(ctx context.Context) {
+	if l.opts.ContainerGC == nil {
+		return
 	}
-	dead := map[key][]*runtimeapi.Container{}
-	for _, c := range cs {
-		if c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
-			continue
+	t := time.NewTicker(l.opts.ContainerGCPeriod)
+	defer t.Stop()
+	failed := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-		k := key{c.Labels[podruntime.LabelPodUID], c.Labels[podruntime.LabelContainerName]}
-		dead[k] = append(dead[k], c)
-	}
-	removed := map[string]bool{}
-	for _, list := range dead {
-		sort.Slice(list, func(i, j int) bool { return list[i].CreatedAt > list[j].CreatedAt })
-		for _, c := range list[min(len(list), l.opts.MaxDeadPerContainer):] {
-			if _, err := l.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: c.Id}); err == nil {
-				removed[c.Id] = true
-			}
+		res, err := l.opts.ContainerGC.GarbageCollect(ctx, l.podGone(ctx))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			l.log.Warn("container garbage collection failed", "err", err)
+			failed = true
+		case err == nil && failed:
+			l.log.Info("container garbage collection succeeded")
+			failed = false
 		}
-	}
-	// Removing a sandbox removes its containers, so one that still holds a
-	// container is kept, as upstream's evictSandboxes keeps it: the exited
-	// instances kept above are a pod's history after a new sandbox (an
-	// ephemeral container that ran must not start again).
-	holds := map[string]bool{}
-	for _, c := range cs {
-		if !removed[c.Id] {
-			holds[c.PodSandboxId] = true
+		if res.Containers+res.Sandboxes+res.LogDirs > 0 {
+			l.log.Info("container garbage collection", "containers", res.Containers, "sandboxes", res.Sandboxes, "podLogDirs", res.LogDirs)
 		}
 	}
-	// Not-ready sandboxes that are not a pod's newest and hold no container go too.
-	newest := map[string]*runtimeapi.PodSandbox{}
-	for _, sb := range sbs {
-		uid := sb.Labels[podruntime.LabelPodUID]
-		if n := newest[uid]; n == nil || sb.CreatedAt > n.CreatedAt {
-			newest[uid] = sb
-		}
+}
+
+// podGone is the kubelet's ShouldPodContentBeRemoved for one GC pass: a pod
+// is gone when no source wants it and it has no pod worker, judged only
+// once every source has been seen (before that, nothing is gone).
+func (l *Loop) podGone(ctx context.Context) containergc.Gone {
+	if !l.store.Synced() || !l.sourcesReady(ctx) {
+		return func(types.UID) bool { return false }
 	}
-	for _, sb := range sbs {
-		if sb.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY && newest[sb.Labels[podruntime.LabelPodUID]] != sb && !holds[sb.Id] {
-			_, _ = l.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id})
-		}
+	want := map[types.UID]bool{}
+	for _, p := range l.store.Pods() {
+		want[p.UID] = true
 	}
+	return func(uid types.UID) bool { return !want[uid] && !l.workers.Has(uid) }
 }
