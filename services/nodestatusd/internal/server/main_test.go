@@ -39,9 +39,27 @@ type fakeCRI struct {
 	runtimeapi.UnimplementedImageServiceServer
 	mu    sync.Mutex
 	ready bool
+	// podCIDRs are the UpdateRuntimeConfig pod CIDRs received, in order;
+	// statusCalls counts Status calls (one per fresh reading).
+	podCIDRs    []string
+	statusCalls int
 }
 
 func (f *fakeCRI) setReady(r bool) { f.mu.Lock(); f.ready = r; f.mu.Unlock() }
+
+func (f *fakeCRI) UpdateRuntimeConfig(_ context.Context, req *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.podCIDRs = append(f.podCIDRs, req.GetRuntimeConfig().GetNetworkConfig().GetPodCidr())
+	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
+}
+
+// received returns the pod CIDRs received so far and the Status call count.
+func (f *fakeCRI) received() ([]string, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.podCIDRs...), f.statusCalls
+}
 
 func (f *fakeCRI) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
 	return &runtimeapi.VersionResponse{RuntimeName: "fakecri", RuntimeVersion: "0.1"}, nil
@@ -50,6 +68,7 @@ func (f *fakeCRI) Version(context.Context, *runtimeapi.VersionRequest) (*runtime
 func (f *fakeCRI) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.statusCalls++
 	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
 		{Type: runtimeapi.RuntimeReady, Status: f.ready, Reason: "Starting"},
 		{Type: runtimeapi.NetworkReady, Status: true},

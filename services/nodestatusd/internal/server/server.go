@@ -273,6 +273,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	in.Stats = s.statsTTL.get
 	in.Runtime = s.runtime.Get
 	in.RuntimeEndpoint = s.runtime.Endpoint()
+	in.PodCIDR = s.runtime.UpdatePodCIDR
 	in.Cloud = s.cloud.Get
 	in.KubeletAPI = kubeletAPI.Get
 	in.Extra = s.extra

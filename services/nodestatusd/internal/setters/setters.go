@@ -58,6 +58,9 @@ type Inputs struct {
 	Runtime func(ctx context.Context) sources.RuntimeState
 	// RuntimeEndpoint names the CRI socket in messages.
 	RuntimeEndpoint string
+	// PodCIDR hands the Node's spec.podCIDRs (comma-separated) to the
+	// runtime; nil means nobody to tell.
+	PodCIDR func(ctx context.Context, cidrs string) error
 	// Cloud reads cloudsyncd; nil means none.
 	Cloud func(ctx context.Context) sources.CloudState
 	// Pressure judges the host's stats.
@@ -89,6 +92,7 @@ type Inputs struct {
 // Defaults returns the setters in the kubelet's order, Ready last.
 func Defaults(in *Inputs) []Setter {
 	return []Setter{
+		PodCIDR(in),
 		NodeAddress(in),
 		MachineInfo(in),
 		NodeInfo(in),
@@ -97,6 +101,19 @@ func Defaults(in *Inputs) []Setter {
 		PressureConditions(in),
 		in.Extra.Setter(in.Now),
 		ReadyCondition(in),
+	}
+}
+
+// PodCIDR sets nothing: it passes the Node's pod CIDRs to the runtime
+// before the status is computed, where the kubelet's status sync calls
+// updatePodCIDR, so a runtime that builds its pod network from them can
+// turn NetworkReady true in this very sync.
+func PodCIDR(in *Inputs) Setter {
+	return func(ctx context.Context, node *corev1.Node) error {
+		if in.PodCIDR == nil || len(node.Spec.PodCIDRs) == 0 {
+			return nil
+		}
+		return in.PodCIDR(ctx, strings.Join(node.Spec.PodCIDRs, ","))
 	}
 }
 

@@ -53,6 +53,10 @@ type Runtime struct {
 	img      runtimeapi.ImageServiceClient
 	conns    []*grpc.ClientConn
 
+	// cidrMu guards podCIDR, the pod CIDRs the runtime last accepted.
+	cidrMu  sync.Mutex
+	podCIDR string
+
 	mu   sync.Mutex
 	last RuntimeState
 	at   time.Time
@@ -124,6 +128,30 @@ func (r *Runtime) Get(ctx context.Context) RuntimeState {
 	}
 	r.last, r.at = st, now
 	return r.last
+}
+
+// UpdatePodCIDR hands the Node's pod CIDRs (comma-separated) to the
+// runtime through UpdateRuntimeConfig, as the kubelet's updatePodCIDR
+// does: only when they differ from what the runtime last accepted, so a
+// failed call is repeated by the next sync.
+func (r *Runtime) UpdatePodCIDR(ctx context.Context, cidrs string) error {
+	r.cidrMu.Lock()
+	defer r.cidrMu.Unlock()
+	if cidrs == r.podCIDR {
+		return nil
+	}
+	if err := r.dial(); err != nil {
+		return fmt.Errorf("container runtime at %s: %w", r.endpoint, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	_, err := r.rt.UpdateRuntimeConfig(cctx, &runtimeapi.UpdateRuntimeConfigRequest{RuntimeConfig: &runtimeapi.RuntimeConfig{
+		NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: cidrs}}})
+	if err != nil {
+		return fmt.Errorf("update pod CIDR %s at %s: %w", cidrs, r.endpoint, err)
+	}
+	r.podCIDR = cidrs
+	return nil
 }
 
 func (r *Runtime) read(ctx context.Context) RuntimeState {
