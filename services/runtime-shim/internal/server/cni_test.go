@@ -2,13 +2,9 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
@@ -30,97 +26,6 @@ import (
 	"github.com/microlet/microlet/services/runtime-shim/internal/cni"
 	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
 )
-
-// cniNet is one test's private pod network: its own bridge, a /24 of
-// 10.244.0.0/16 no route of this host covers, its own configuration and
-// host-local directories. The bridge goes when the test ends.
-type cniNet struct {
-	Name, Bridge       string
-	Subnet             netip.Prefix
-	BinDir             string
-	ConfDir, IPAMDir   string
-	stateDir, shimData string
-}
-
-func newCNINet(t *testing.T) *cniNet {
-	t.Helper()
-	bin := shimtest.CNIPlugins(t)
-	if os.Geteuid() != 0 {
-		t.Skip("the CNI plugins need root (network namespaces, iptables)")
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	sfx := hex.EncodeToString(b)
-	n := &cniNet{Name: "mlt-" + sfx, Bridge: "mlt" + sfx, BinDir: bin, ConfDir: t.TempDir(), IPAMDir: t.TempDir()}
-	for tries := 0; ; tries++ {
-		third, _ := rand.Int(rand.Reader, big.NewInt(150))
-		n.Subnet = netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", 100+third.Int64()))
-		if !routed(n.Subnet) || tries > 20 {
-			break
-		}
-	}
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", n.Bridge).Run() })
-	return n
-}
-
-// routed reports whether an address of this host lies in p.
-func routed(p netip.Prefix) bool {
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(ipn.IP); ok && p.Contains(ip.Unmap()) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// conflist is a bridge (no masquerade: the tests stay on the node) with
-// host-local addresses, portmap, firewall (Docker's FORWARD policy is
-// DROP) and loopback; extra plugins go last.
-func (n *cniNet) conflist(extra ...map[string]any) []byte {
-	plugins := []any{
-		map[string]any{"type": "bridge", "bridge": n.Bridge, "isGateway": true, "hairpinMode": true,
-			"ipam": map[string]any{"type": "host-local", "ranges": [][]map[string]string{{{"subnet": n.Subnet.String()}}},
-				"routes": []map[string]string{{"dst": "0.0.0.0/0"}}, "dataDir": n.IPAMDir}},
-		map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}, "snat": true},
-		map[string]any{"type": "firewall"},
-		map[string]any{"type": "loopback"},
-	}
-	for _, e := range extra {
-		plugins = append(plugins, e)
-	}
-	b, _ := json.MarshalIndent(map[string]any{"cniVersion": "1.0.0", "name": n.Name, "plugins": plugins}, "", "  ")
-	return b
-}
-
-func (n *cniNet) install(t *testing.T, file string, data []byte) {
-	t.Helper()
-	if err := os.WriteFile(filepath.Join(n.ConfDir, file), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (n *cniNet) shimArgs(extra ...string) []string {
-	return append([]string{"--network-plugin=cni", "--cni-conf-dir=" + n.ConfDir, "--cni-bin-dir=/nonexistent," + n.BinDir}, extra...)
-}
-
-// allocated lists the addresses host-local holds in dir for network.
-func allocated(t *testing.T, dir, network string) map[string]bool {
-	t.Helper()
-	ents, err := os.ReadDir(filepath.Join(dir, network))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, e := range ents {
-		if _, err := netip.ParseAddr(e.Name()); err == nil {
-			out[e.Name()] = true
-		}
-	}
-	return out
-}
 
 // hostRules is the iptables and nftables lines naming one of the words
 // (a sandbox ID, a pod IP as "<ip>/32").
@@ -210,9 +115,9 @@ func freePort(t *testing.T) int32 {
 
 // checkReleased proves the sandbox left nothing behind: no address in
 // host-local's store, no NAT rule naming it, no pinned namespace or record.
-func checkReleased(t *testing.T, sh *shimtest.Shim, n *cniNet, ipamDir, network string, p *cniPod) {
+func checkReleased(t *testing.T, sh *shimtest.Shim, n *shimtest.CNINet, ipamDir, network string, p *cniPod) {
 	t.Helper()
-	if allocated(t, ipamDir, network)[p.IP] {
+	if shimtest.Allocated(t, ipamDir, network)[p.IP] {
 		t.Errorf("host-local still holds %s of sandbox %s", p.IP, p.Sandbox)
 	}
 	if r := hostRules(p.Sandbox, " "+p.IP+"/32 "); len(r) > 0 {
@@ -246,9 +151,9 @@ func execOut(t *testing.T, ctx context.Context, sh *shimtest.Shim, id string, cm
 // namespace, and a second stop succeeds.
 func TestCNIPodNetwork(t *testing.T) {
 	env := shimtest.Get(t)
-	n := newCNINet(t)
-	n.install(t, "10-test.conflist", n.conflist())
-	sh := env.StartShim(t, n.shimArgs()...)
+	n := shimtest.NewCNINet(t)
+	n.Install(t, "10-test.conflist", n.Conflist())
+	sh := env.StartShim(t, n.ShimArgs()...)
 	ctx := ctxT(t, 5*time.Minute)
 	if c := networkCondition(t, ctx, sh); !c.Status {
 		t.Fatalf("NetworkReady = false with a valid config: %s %s", c.Reason, c.Message)
@@ -267,7 +172,7 @@ func TestCNIPodNetwork(t *testing.T) {
 	if web.IP == cl.IP {
 		t.Fatalf("both pods got %s", web.IP)
 	}
-	held := allocated(t, n.IPAMDir, n.Name)
+	held := shimtest.Allocated(t, n.IPAMDir, n.Name)
 	if !held[web.IP] || !held[cl.IP] || len(held) != 2 {
 		t.Fatalf("host-local holds %v, want exactly %s and %s", held, web.IP, cl.IP)
 	}
@@ -319,7 +224,7 @@ func TestCNIPodNetwork(t *testing.T) {
 		}
 		get(sh.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Sandbox})).must(t)
 	}
-	if got := allocated(t, n.IPAMDir, n.Name); len(got) != 0 {
+	if got := shimtest.Allocated(t, n.IPAMDir, n.Name); len(got) != 0 {
 		t.Errorf("host-local still holds %v", got)
 	}
 	if p := bridgePorts(t, n.Bridge); p != 0 {
@@ -333,9 +238,9 @@ func TestCNIPodNetwork(t *testing.T) {
 // pinned namespace gone too (a reboot). Nothing leaks in any case.
 func TestCNIShimRestart(t *testing.T) {
 	env := shimtest.Get(t)
-	n := newCNINet(t)
-	n.install(t, "10-test.conflist", n.conflist())
-	sh := env.StartShim(t, n.shimArgs()...)
+	n := shimtest.NewCNINet(t)
+	n.Install(t, "10-test.conflist", n.Conflist())
+	sh := env.StartShim(t, n.ShimArgs()...)
 	ctx := ctxT(t, 5*time.Minute)
 	img := env.Registry.Image(registry.Busybox)
 	running := runCNIPod(t, ctx, sh, "cni-running", img, []string{"sleep", "3600"},
@@ -344,7 +249,7 @@ func TestCNIShimRestart(t *testing.T) {
 		&runtimeapi.PortMapping{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 8080, HostPort: freePort(t)})
 	gone := runCNIPod(t, ctx, sh, "cni-gone", img, []string{"sleep", "3600"},
 		&runtimeapi.PortMapping{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: freePort(t)})
-	if held := allocated(t, n.IPAMDir, n.Name); len(held) != 3 {
+	if held := shimtest.Allocated(t, n.IPAMDir, n.Name); len(held) != 3 {
 		t.Fatalf("host-local holds %v, want 3 addresses", held)
 	}
 
@@ -358,7 +263,7 @@ func TestCNIShimRestart(t *testing.T) {
 	if err := unix.Unmount(pin, unix.MNT_DETACH); err != nil {
 		t.Fatalf("unmount the pinned namespace %s: %v", pin, err)
 	}
-	sh2 := env.StartShim(t, n.shimArgs("--data-dir="+sh.DataDir)...)
+	sh2 := env.StartShim(t, n.ShimArgs("--data-dir="+sh.DataDir)...)
 	for _, p := range []*cniPod{running, killed, gone} {
 		st := get(sh2.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.Sandbox})).must(t)
 		if st.Status.GetNetwork().GetIp() != p.IP {
@@ -369,7 +274,7 @@ func TestCNIShimRestart(t *testing.T) {
 		get(sh2.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Sandbox})).must(t)
 		get(sh2.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Sandbox})).must(t)
 	}
-	if got := allocated(t, n.IPAMDir, n.Name); len(got) != 0 {
+	if got := shimtest.Allocated(t, n.IPAMDir, n.Name); len(got) != 0 {
 		t.Errorf("host-local still holds %v", got)
 	}
 	if p := bridgePorts(t, n.Bridge); p != 0 {
@@ -383,8 +288,8 @@ func TestCNIShimRestart(t *testing.T) {
 // fixing the directory makes the network ready without a restart.
 func TestCNINotReady(t *testing.T) {
 	env := shimtest.Get(t)
-	n := newCNINet(t)
-	sh := env.StartShim(t, n.shimArgs()...)
+	n := shimtest.NewCNINet(t)
+	sh := env.StartShim(t, n.ShimArgs()...)
 	ctx := ctxT(t, 5*time.Minute)
 	img := env.Registry.Image(registry.Busybox)
 	get(sh.Image.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: img}})).must(t)
@@ -403,10 +308,10 @@ func TestCNINotReady(t *testing.T) {
 	}
 	notReady(n.ConfDir)
 
-	n.install(t, "10-broken.conflist", []byte(`{"cniVersion": "1.0.0", "name": "broken", "plugins": [`))
+	n.Install(t, "10-broken.conflist", []byte(`{"cniVersion": "1.0.0", "name": "broken", "plugins": [`))
 	notReady("10-broken.conflist")
 
-	n.install(t, "05-missing.conflist", []byte(`{"cniVersion": "1.0.0", "name": "missing", "plugins": [{"type": "no-such-plugin"}]}`))
+	n.Install(t, "05-missing.conflist", []byte(`{"cniVersion": "1.0.0", "name": "missing", "plugins": [{"type": "no-such-plugin"}]}`))
 	notReady(`plugin "no-such-plugin" not found`)
 
 	// A host-network pod needs no pod network.
@@ -421,7 +326,7 @@ func TestCNINotReady(t *testing.T) {
 	if err := os.Remove(filepath.Join(n.ConfDir, "05-missing.conflist")); err != nil {
 		t.Fatal(err)
 	}
-	n.install(t, "07-test.conflist", n.conflist())
+	n.Install(t, "07-test.conflist", n.Conflist())
 	if c := networkCondition(t, ctx, sh); !c.Status {
 		t.Fatalf("NetworkReady still false after the fix: %s %s", c.Reason, c.Message)
 	}
@@ -439,8 +344,8 @@ func TestCNINotReady(t *testing.T) {
 // operator's own config is left to win.
 func TestCNIPodCIDR(t *testing.T) {
 	env := shimtest.Get(t)
-	n := newCNINet(t)
-	sh := env.StartShim(t, n.shimArgs("--pod-network=bridge", "--cni-bridge="+n.Bridge)...)
+	n := shimtest.NewCNINet(t)
+	sh := env.StartShim(t, n.ShimArgs("--pod-network=bridge", "--cni-bridge="+n.Bridge)...)
 	ctx := ctxT(t, 5*time.Minute)
 	if c := networkCondition(t, ctx, sh); c.Status {
 		t.Fatal("NetworkReady before any pod CIDR")
@@ -460,16 +365,16 @@ func TestCNIPodCIDR(t *testing.T) {
 	}
 	ipamDir := filepath.Join(sh.DataDir, "runtime-shim", "cni", "networks")
 	p := runCNIPod(t, ctx, sh, "cni-cidr", env.Registry.Image(registry.Busybox), []string{"sleep", "3600"})
-	if ip, err := netip.ParseAddr(p.IP); err != nil || !n.Subnet.Contains(ip) || !allocated(t, ipamDir, cni.GeneratedNetwork)[p.IP] {
+	if ip, err := netip.ParseAddr(p.IP); err != nil || !n.Subnet.Contains(ip) || !shimtest.Allocated(t, ipamDir, cni.GeneratedNetwork)[p.IP] {
 		t.Fatalf("pod IP %q: want one of %s held by host-local in %s", p.IP, n.Subnet, ipamDir)
 	}
 	get(sh.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Sandbox})).must(t)
 	checkReleased(t, sh, n, ipamDir, cni.GeneratedNetwork, p)
 
 	// An operator's config wins over the generated one, whatever its name.
-	n.install(t, "zz-operator.conflist", n.conflist())
+	n.Install(t, "zz-operator.conflist", n.Conflist())
 	p2 := runCNIPod(t, ctx, sh, "cni-operator", env.Registry.Image(registry.Busybox), []string{"sleep", "3600"})
-	if !allocated(t, n.IPAMDir, n.Name)[p2.IP] {
+	if !shimtest.Allocated(t, n.IPAMDir, n.Name)[p2.IP] {
 		t.Fatalf("pod IP %q not from the operator's network", p2.IP)
 	}
 	get(sh.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p2.Sandbox})).must(t)
