@@ -2,16 +2,15 @@ package desired
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
+	podconfigclient "github.com/microlet/microlet/services/podconfig/client"
 )
 
 // MirrorAnnotation marks a mirror pod: the API copy of a static pod, never run.
@@ -34,14 +33,12 @@ type Store struct {
 
 	mu     sync.Mutex
 	pods   map[types.UID]*corev1.Pod
-	source map[types.UID]string
-	seq    uint64
 	synced bool
 }
 
 // New returns a store following client.
 func New(client podconfigv1.PodConfigServiceClient, h Handler, log *slog.Logger) *Store {
-	return &Store{client: client, h: h, log: log, pods: map[types.UID]*corev1.Pod{}, source: map[types.UID]string{}}
+	return &Store{client: client, h: h, log: log, pods: map[types.UID]*corev1.Pod{}}
 }
 
 // Pods returns the desired pods.
@@ -69,71 +66,31 @@ func (s *Store) Synced() bool {
 	return s.synced
 }
 
-// Run follows the stream until ctx ends, reconnecting with backoff.
+// Run follows the stream until ctx ends, reconnecting with backoff and
+// resuming after the last update applied.
 func (s *Store) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := s.watchOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		s.log.Warn("podconfig watch ended; resuming", "err", err, "after", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		if backoff < 5*time.Second {
-			backoff *= 2
-		}
-	}
+	w := &podconfigclient.Watcher{Client: s.client, Handle: s.apply, Log: s.log}
+	w.Run(ctx)
 }
 
-func (s *Store) watchOnce(ctx context.Context) error {
-	s.mu.Lock()
-	from := s.seq
-	s.mu.Unlock()
-	stream, err := s.client.Watch(ctx, &podconfigv1.WatchRequest{ResumeAfter: from})
-	if err != nil {
-		return err
-	}
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			return err
-		}
-		if err := s.apply(resp); err != nil {
-			return err
+// runnable drops mirror pods: they describe static pods and are not run.
+func runnable(pods []*corev1.Pod) []*corev1.Pod {
+	out := pods[:0:0]
+	for _, p := range pods {
+		if p.Annotations[MirrorAnnotation] == "" {
+			out = append(out, p)
 		}
 	}
+	return out
 }
 
-func decode(raw [][]byte) ([]*corev1.Pod, error) {
-	out := make([]*corev1.Pod, 0, len(raw))
-	for _, b := range raw {
-		p := &corev1.Pod{}
-		if err := p.Unmarshal(b); err != nil {
-			return nil, fmt.Errorf("decode pod: %w", err)
-		}
-		if p.Annotations[MirrorAnnotation] != "" {
-			continue // mirror pods describe static pods; they are not run
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
-func (s *Store) apply(resp *podconfigv1.WatchResponse) error {
-	if resp.Resync {
+func (s *Store) apply(ev podconfigclient.Event) {
+	if ev.Resync {
 		seen := map[types.UID]bool{}
-		for _, u := range resp.Updates {
-			pods, err := decode(u.Pods)
-			if err != nil {
-				return err
-			}
-			for _, p := range pods {
+		for _, u := range ev.Updates {
+			for _, p := range runnable(u.Pods) {
 				seen[p.UID] = true
-				s.upsert(p, u.Source)
+				s.upsert(p)
 			}
 		}
 		s.mu.Lock()
@@ -142,36 +99,28 @@ func (s *Store) apply(resp *podconfigv1.WatchResponse) error {
 			if !seen[uid] {
 				gone = append(gone, p)
 				delete(s.pods, uid)
-				delete(s.source, uid)
 			}
 		}
-		s.seq = resp.Sequence
 		s.synced = true
 		s.mu.Unlock()
 		for _, p := range gone {
 			s.h.Remove(p)
 		}
-		return nil
+		return
 	}
-	for _, u := range resp.Updates {
-		pods, err := decode(u.Pods)
-		if err != nil {
-			return err
-		}
-		for _, p := range pods {
+	for _, u := range ev.Updates {
+		for _, p := range runnable(u.Pods) {
 			switch u.Op {
 			case podconfigv1.Operation_OPERATION_REMOVE:
 				s.mu.Lock()
 				delete(s.pods, p.UID)
-				delete(s.source, p.UID)
 				s.mu.Unlock()
 				s.h.Remove(p)
 			case podconfigv1.Operation_OPERATION_SET:
-				s.upsert(p, u.Source)
+				s.upsert(p)
 			default:
 				s.mu.Lock()
 				s.pods[p.UID] = p
-				s.source[p.UID] = u.Source
 				s.mu.Unlock()
 				switch u.Op {
 				case podconfigv1.Operation_OPERATION_ADD:
@@ -186,19 +135,14 @@ func (s *Store) apply(resp *podconfigv1.WatchResponse) error {
 			}
 		}
 	}
-	s.mu.Lock()
-	s.seq = resp.Sequence
-	s.mu.Unlock()
-	return nil
 }
 
 // upsert applies one pod of a snapshot as ADD or UPDATE (or DELETE when a
 // deletion timestamp is new), doing nothing when it is unchanged.
-func (s *Store) upsert(p *corev1.Pod, source string) {
+func (s *Store) upsert(p *corev1.Pod) {
 	s.mu.Lock()
 	old := s.pods[p.UID]
 	s.pods[p.UID] = p
-	s.source[p.UID] = source
 	s.mu.Unlock()
 	switch {
 	case old == nil:

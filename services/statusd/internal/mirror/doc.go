@@ -5,8 +5,8 @@
 // reference to the Node, recreated when deleted, replaced when the hash no
 // longer matches, deleted when the static pod leaves.
 //
-// The static pods come from podconfig's Watch stream, resumed after a
-// disconnect with resume_after and backoff. Static pods are keyed by their
+// The static pods come from podconfig's Watch stream through podconfig's
+// client package (resumed after a disconnect, with backoff). Static pods are keyed by their
 // source: podconfig also delivers each mirror pod through its "api" source
 // under the static pod's own name, so a name-keyed set would see the static
 // pod vanish and reappear with every API update.

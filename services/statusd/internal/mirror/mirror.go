@@ -16,12 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
+	podconfigclient "github.com/microlet/microlet/services/podconfig/client"
 	"github.com/microlet/microlet/services/statusd/internal/podstatus"
 )
 
@@ -45,7 +45,6 @@ type Manager struct {
 	mu       sync.Mutex
 	desired  map[string]map[string]*corev1.Pod // source -> "ns/name" -> static pod
 	snapshot bool                              // a full snapshot from podconfig has arrived
-	sequence uint64
 	nodeUID  types.UID
 }
 
@@ -121,71 +120,33 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
-// follow keeps a Watch on podconfig open, resuming after the last sequence
-// seen, with exponential backoff between attempts.
+// follow keeps a Watch on podconfig open (resumed after the last sequence,
+// with backoff between attempts) and reconciles after every event.
 func (m *Manager) follow(ctx context.Context) {
-	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
-	delay := backoff
-	for ctx.Err() == nil {
-		m.mu.Lock()
-		resume := m.sequence
-		m.mu.Unlock()
-		err := m.watchOnce(ctx, resume, func() { delay = backoff })
-		if ctx.Err() != nil {
-			return
-		}
-		d := delay.Step()
-		m.log.Info("podconfig watch ended; reconnecting", "err", err, "after", d)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(d):
-		}
-	}
-}
-
-func (m *Manager) watchOnce(ctx context.Context, resume uint64, received func()) error {
-	stream, err := m.podconfig.Watch(ctx, &podconfigv1.WatchRequest{ResumeAfter: resume})
-	if err != nil {
-		return err
-	}
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			return err
-		}
-		received()
-		if err := m.Apply(resp); err != nil {
-			m.log.Warn("podconfig update not understood", "sequence", resp.GetSequence(), "err", err)
-		}
+	w := &podconfigclient.Watcher{Client: m.podconfig, Log: m.log, Handle: func(ev podconfigclient.Event) {
+		m.Apply(ev)
 		m.poke()
-	}
+	}}
+	w.Run(ctx)
 }
 
-// Apply folds one podconfig Watch response into the desired static pods.
+// Apply folds one podconfig Watch event into the desired static pods.
 // Updates from the "api" source are ignored: they are API pods, including
 // the mirror pods themselves.
-func (m *Manager) Apply(resp *podconfigv1.WatchResponse) error {
+func (m *Manager) Apply(ev podconfigclient.Event) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if resp.GetResync() {
+	if ev.Resync {
 		m.desired = map[string]map[string]*corev1.Pod{}
 		m.snapshot = true
 	}
-	m.sequence = resp.GetSequence()
-	var errs []error
-	for _, u := range resp.GetUpdates() {
-		src := u.GetSource()
+	for _, u := range ev.Updates {
+		src := u.Source
 		if src == podstatus.APISource {
 			continue
 		}
 		pods := map[string]*corev1.Pod{}
-		for i, raw := range u.GetPods() {
-			p := &corev1.Pod{}
-			if err := p.Unmarshal(raw); err != nil {
-				errs = append(errs, fmt.Errorf("source %s pod %d: %w", src, i, err))
-				continue
-			}
+		for _, p := range u.Pods {
 			if podstatus.IsMirror(p) {
 				continue
 			}
@@ -196,7 +157,7 @@ func (m *Manager) Apply(resp *podconfigv1.WatchResponse) error {
 			set = map[string]*corev1.Pod{}
 			m.desired[src] = set
 		}
-		switch u.GetOp() {
+		switch u.Op {
 		case podconfigv1.Operation_OPERATION_SET:
 			m.desired[src] = pods
 		case podconfigv1.Operation_OPERATION_REMOVE:
@@ -207,7 +168,6 @@ func (m *Manager) Apply(resp *podconfigv1.WatchResponse) error {
 			maps.Copy(set, pods)
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // Desired returns the static pods by "namespace/name" (ready is false until
