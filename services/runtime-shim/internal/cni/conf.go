@@ -111,11 +111,18 @@ func loadFile(path string) (*libcni.NetworkConfigList, error) {
 			return nil, err
 		}
 	} else {
+		// A single plugin's file (CNI before 1.0): the list of one
+		// containerd and the kubelet made of it.
 		one, err := libcni.NetworkPluginConfFromBytes(data)
 		if err != nil {
 			return nil, err
 		}
-		if list, err = libcni.ConfListFromConf(one); err != nil {
+		wrapped, err := json.Marshal(map[string]any{"cniVersion": one.Network.CNIVersion, "name": one.Network.Name,
+			"plugins": []json.RawMessage{data}})
+		if err != nil {
+			return nil, err
+		}
+		if list, err = libcni.NetworkConfFromBytes(wrapped); err != nil {
 			return nil, err
 		}
 	}
