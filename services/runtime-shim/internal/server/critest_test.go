@@ -87,6 +87,25 @@ func TestCritest(t *testing.T) {
 	}
 	bin := critestBinary(t)
 	env := shimtest.Get(t)
+	runCritest(t, bin, env, os.Getenv("MICROLET_CRITEST_FOCUS"))
+}
+
+// TestCritestCNI runs critest's networking specs against a runtime-shim in
+// the cni network mode on the reference plugins.
+func TestCritestCNI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("critest takes minutes; skipped with -short")
+	}
+	bin := critestBinary(t)
+	env := shimtest.Get(t)
+	n := shimtest.NewCNINet(t)
+	n.Install(t, "10-critest.conflist", n.Conflist())
+	runCritest(t, bin, env, `\[k8s.io\] Networking`, n.ShimArgs()...)
+}
+
+// runCritest runs critest (the specs matching focus, all when empty)
+// against a new shim started with shimArgs.
+func runCritest(t *testing.T, bin string, env *shimtest.Env, focus string, shimArgs ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	if err := env.Registry.MirrorCritest(ctx); err != nil {
@@ -96,7 +115,7 @@ func TestCritest(t *testing.T) {
 	// shim fetches them from the local registry through its mirror setting
 	// and tags them with the names critest asked for.
 	h := env.Registry.Host()
-	sh := env.StartShim(t, "--registry-mirrors=registry.k8s.io="+h+",gcr.io="+h+",k8s.gcr.io="+h)
+	sh := env.StartShim(t, append([]string{"--registry-mirrors=registry.k8s.io=" + h + ",gcr.io=" + h + ",k8s.gcr.io=" + h}, shimArgs...)...)
 	defer removeMirroredImages(env)
 
 	dir := t.TempDir()
@@ -106,8 +125,8 @@ func TestCritest(t *testing.T) {
 		"-ginkgo.no-color", "-ginkgo.timeout=40m", "-ginkgo.json-report=" + report,
 		"-ginkgo.skip=" + critestSkip,
 	}
-	if f := os.Getenv("MICROLET_CRITEST_FOCUS"); f != "" {
-		args = append(args, "-ginkgo.focus="+f)
+	if focus != "" {
+		args = append(args, "-ginkgo.focus="+focus)
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
