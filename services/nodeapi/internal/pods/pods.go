@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/microlet/microlet/internal/podsource"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
 )
@@ -111,7 +112,7 @@ func (s *Source) desired(ctx context.Context) ([]*corev1.Pod, error) {
 		if err := p.Unmarshal(sum.GetPod()); err != nil {
 			return nil, fmt.Errorf("podconfig: pod %s/%s: %w", sum.GetNamespace(), sum.GetName(), err)
 		}
-		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		if podsource.IsMirror(p) {
 			continue
 		}
 		out = append(out, p)

@@ -13,13 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/microlet/microlet/internal/podsource"
 )
 
 // MaxSize is the largest manifest accepted (upstream's limit too).
 const MaxSize = 10 << 20
-
-// ConfigHashAnnotation carries the pod's generated UID, as on upstream's static pods.
-const ConfigHashAnnotation = "kubernetes.io/config.hash"
 
 // ErrTooLarge is returned for a manifest over MaxSize.
 var ErrTooLarge = fmt.Errorf("manifest larger than %d bytes", MaxSize)
@@ -152,7 +151,7 @@ func complete(pod *corev1.Pod, src Source) error {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[ConfigHashAnnotation] = string(pod.UID)
+	pod.Annotations[podsource.HashAnnotation] = string(pod.UID)
 	if src.File {
 		addNoExecuteToleration(pod)
 	}

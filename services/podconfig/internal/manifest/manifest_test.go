@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/microlet/microlet/internal/podsource"
 )
 
 var fileSrc = Source{NodeName: "node1", Location: "/etc/kubernetes/manifests/web.yaml", File: true}
@@ -47,7 +49,7 @@ func TestParsePodDefaults(t *testing.T) {
 		{"name", p.Name, "web-node1"},
 		{"namespace", p.Namespace, "default"},
 		{"nodeName", p.Spec.NodeName, "node1"},
-		{"hash annotation", p.Annotations[ConfigHashAnnotation], string(p.UID)},
+		{"hash annotation", p.Annotations[podsource.HashAnnotation], string(p.UID)},
 		{"uid length", len(p.UID), 32},
 		{"phase", p.Status.Phase, corev1.PodPending},
 		{"kind cleared", p.Kind, ""},
@@ -179,7 +181,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for _, p := range pods {
-			if p.UID == "" || p.Annotations[ConfigHashAnnotation] == "" || p.Spec.NodeName != "n" || !strings.HasSuffix(p.Name, "-n") {
+			if p.UID == "" || p.Annotations[podsource.HashAnnotation] == "" || p.Spec.NodeName != "n" || !strings.HasSuffix(p.Name, "-n") {
 				t.Fatalf("accepted pod lacks static defaults: %s %s", p.Name, p.UID)
 			}
 			if _, err := p.Marshal(); err != nil {

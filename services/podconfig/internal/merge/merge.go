@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/microlet/microlet/internal/podsource"
 )
 
 // Op is the kind of an update, with the kubelet's meanings.
@@ -35,14 +37,8 @@ func (o Op) String() string {
 	return fmt.Sprintf("Op(%d)", int(o))
 }
 
-// Annotations the kubelet keeps on pods itself.
-const (
-	ConfigSourceAnnotation    = "kubernetes.io/config.source"
-	ConfigMirrorAnnotation    = "kubernetes.io/config.mirror"
-	ConfigFirstSeenAnnotation = "kubernetes.io/config.seen"
-)
-
-var localAnnotations = []string{ConfigSourceAnnotation, ConfigMirrorAnnotation, ConfigFirstSeenAnnotation}
+// localAnnotations are the annotations the kubelet keeps on pods itself.
+var localAnnotations = []string{podsource.SourceAnnotation, podsource.MirrorAnnotation, podsource.FirstSeenAnnotation}
 
 // Update is one operation on pods of one source.
 type Update struct {
@@ -151,8 +147,8 @@ func (s *Storage) Merge(source string, pods []*corev1.Pod) ([]Update, []Refusal)
 		if p.Annotations == nil {
 			p.Annotations = map[string]string{}
 		}
-		p.Annotations[ConfigSourceAnnotation] = source
-		p.Annotations[ConfigFirstSeenAnnotation] = s.clock.Now().Format(time.RFC3339Nano)
+		p.Annotations[podsource.SourceAnnotation] = source
+		p.Annotations[podsource.FirstSeenAnnotation] = s.clock.Now().Format(time.RFC3339Nano)
 		cur[ref.UID] = &entry{pod: p, lastOp: OpAdd, ref: ref}
 		adds = append(adds, p)
 	}
@@ -300,8 +296,8 @@ func checkAndUpdate(existing, ref *corev1.Pod, source string) (needUpdate, needR
 	if ref.Annotations == nil {
 		ref.Annotations = map[string]string{}
 	}
-	ref.Annotations[ConfigSourceAnnotation] = source
-	ref.Annotations[ConfigFirstSeenAnnotation] = existing.Annotations[ConfigFirstSeenAnnotation]
+	ref.Annotations[podsource.SourceAnnotation] = source
+	ref.Annotations[podsource.FirstSeenAnnotation] = existing.Annotations[podsource.FirstSeenAnnotation]
 	existing.Spec = ref.Spec
 	existing.Labels = ref.Labels
 	existing.DeletionTimestamp = ref.DeletionTimestamp

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/microlet/microlet/internal/podsource"
 )
 
 func pod(name string, mods ...func(*corev1.Pod)) *corev1.Pod {
@@ -88,7 +90,7 @@ func TestMerge(t *testing.T) {
 		{name: "grace period change is UPDATE", first: base[:1], second: []*corev1.Pod{pod("a", withGrace(5))},
 			want: []want{{OpUpdate, []string{"a"}}}},
 		{name: "local annotations are ignored", first: base[:1],
-			second: []*corev1.Pod{pod("a", withAnnotation(ConfigFirstSeenAnnotation, "x"), withAnnotation(ConfigMirrorAnnotation, "y"), withAnnotation(ConfigSourceAnnotation, "z"))}},
+			second: []*corev1.Pod{pod("a", withAnnotation(podsource.FirstSeenAnnotation, "x"), withAnnotation(podsource.MirrorAnnotation, "y"), withAnnotation(podsource.SourceAnnotation, "z"))}},
 		{name: "deletion timestamp is DELETE", first: base[:1], second: []*corev1.Pod{pod("a", withDeletion)},
 			want: []want{{OpDelete, []string{"a"}}}},
 		{name: "leaving the source is REMOVE", first: base[:2], second: []*corev1.Pod{pod("a")},
@@ -166,11 +168,11 @@ func TestAnnotationsAndCopies(t *testing.T) {
 	s := New(WithClock(clk))
 	in := pod("a")
 	ups, _ := s.Merge("file", []*corev1.Pod{in})
-	if _, ok := in.Annotations[ConfigSourceAnnotation]; ok {
+	if _, ok := in.Annotations[podsource.SourceAnnotation]; ok {
 		t.Fatal("Merge wrote to its input")
 	}
 	got := ups[0].Pods[0]
-	if got.Annotations[ConfigSourceAnnotation] != "file" || got.Annotations[ConfigFirstSeenAnnotation] != "2026-01-02T03:04:05.000000006Z" {
+	if got.Annotations[podsource.SourceAnnotation] != "file" || got.Annotations[podsource.FirstSeenAnnotation] != "2026-01-02T03:04:05.000000006Z" {
 		t.Fatalf("annotations = %v", got.Annotations)
 	}
 	// Consumers own what they get.
@@ -183,7 +185,7 @@ func TestAnnotationsAndCopies(t *testing.T) {
 	clk.SetTime(clk.Now().Add(time.Hour))
 	ups, _ = s.Merge("file", []*corev1.Pod{pod("a", withImage("nginx"))})
 	up := ups[0].Pods[0]
-	if up.Annotations[ConfigFirstSeenAnnotation] != "2026-01-02T03:04:05.000000006Z" || up.Spec.Containers[0].Image != "nginx" {
+	if up.Annotations[podsource.FirstSeenAnnotation] != "2026-01-02T03:04:05.000000006Z" || up.Spec.Containers[0].Image != "nginx" {
 		t.Fatalf("update = %v %s", up.Annotations, up.Spec.Containers[0].Image)
 	}
 	snap := s.Snapshot()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/kubeclient"
+	"github.com/microlet/microlet/internal/podsource"
 	"github.com/microlet/microlet/internal/service"
 	"github.com/microlet/microlet/services/podconfig/internal/merge"
 	"github.com/microlet/microlet/services/podconfig/internal/sources"
@@ -85,10 +86,10 @@ func (s *Server) Register(env *service.Env) error {
 	}
 	var configured []string
 	if c.ManifestDir != "" {
-		configured = append(configured, sources.FileSource)
+		configured = append(configured, podsource.FileSource)
 	}
 	if c.ManifestURL != "" {
-		configured = append(configured, sources.HTTPSource)
+		configured = append(configured, podsource.HTTPSource)
 	}
 	if c.Kubeconfig != "" {
 		cs, _, err := kubeclient.Clientset(c.Kubeconfig, components.PodConfig, 20, 40)
@@ -96,7 +97,7 @@ func (s *Server) Register(env *service.Env) error {
 			return err
 		}
 		s.client = cs
-		configured = append(configured, sources.APISource)
+		configured = append(configured, podsource.APISource)
 	}
 	slices.Sort(configured)
 
@@ -135,19 +136,19 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	}
 	if c.ManifestDir != "" {
 		f := &sources.File{Path: c.ManifestDir, NodeName: c.NodeName, Period: c.FileCheckFrequency,
-			Log: env.Log.With("source", sources.FileSource), Report: s.state}
-		run(sources.FileSource, func(ctx context.Context) error { return f.Run(ctx, apply) })
+			Log: env.Log.With("source", podsource.FileSource), Report: s.state}
+		run(podsource.FileSource, func(ctx context.Context) error { return f.Run(ctx, apply) })
 		env.Log.Info("watching manifest path", "path", c.ManifestDir, "relist", c.FileCheckFrequency)
 	}
 	if c.ManifestURL != "" {
 		h := &sources.HTTP{URL: c.ManifestURL, Header: headers(c.ManifestURLHeaders), NodeName: c.NodeName,
-			Period: c.HTTPCheckFrequency, Log: env.Log.With("source", sources.HTTPSource), Report: s.state}
-		run(sources.HTTPSource, func(ctx context.Context) error { return h.Run(ctx, apply) })
+			Period: c.HTTPCheckFrequency, Log: env.Log.With("source", podsource.HTTPSource), Report: s.state}
+		run(podsource.HTTPSource, func(ctx context.Context) error { return h.Run(ctx, apply) })
 		env.Log.Info("polling manifest URL", "url", c.ManifestURL, "every", c.HTTPCheckFrequency)
 	}
 	if s.client != nil {
-		a := &sources.API{Client: s.client, NodeName: c.NodeName, Log: env.Log.With("source", sources.APISource), Report: s.state}
-		run(sources.APISource, func(ctx context.Context) error { return a.Run(ctx, apply) })
+		a := &sources.API{Client: s.client, NodeName: c.NodeName, Log: env.Log.With("source", podsource.APISource), Report: s.state}
+		run(podsource.APISource, func(ctx context.Context) error { return a.Run(ctx, apply) })
 		env.Log.Info("watching API server pods", "node", c.NodeName)
 	}
 	if c.ManifestDir == "" && c.ManifestURL == "" && s.client == nil {

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/microlet/microlet/internal/podsource"
 )
 
 // API is the API server source: the pods bound to this node, in every
@@ -43,16 +45,16 @@ func (a *API) Run(ctx context.Context, sink Sink) error {
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			obj, err := base.ListWithContext(ctx, opts)
 			if err != nil {
-				a.Report.Error(APISource, "list pods", err)
+				a.Report.Error(podsource.APISource, "list pods", err)
 			} else {
-				a.Report.OK(APISource)
+				a.Report.OK(podsource.APISource)
 			}
 			return obj, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			w, err := base.WatchWithContext(ctx, opts)
 			if err != nil {
-				a.Report.Error(APISource, "watch pods", err)
+				a.Report.Error(podsource.APISource, "watch pods", err)
 			}
 			return w, err
 		},
@@ -64,7 +66,7 @@ func (a *API) Run(ctx context.Context, sink Sink) error {
 				pods = append(pods, p)
 			}
 		}
-		sink(APISource, pods)
+		sink(podsource.APISource, pods)
 	}, cache.MetaNamespaceKeyFunc)
 	r := cache.NewReflectorWithOptions(lw, &corev1.Pod{}, store, cache.ReflectorOptions{Name: "podconfig-api-source"})
 	r.RunWithContext(ctx)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
+	"github.com/microlet/microlet/internal/podsource"
 	"github.com/microlet/microlet/services/podconfig/internal/manifest"
 )
 
@@ -155,7 +156,7 @@ func (f *File) watch(ctx context.Context, sink Sink, ticker clock.Ticker) (bool,
 					break drain
 				}
 			}
-			sink(FileSource, f.current())
+			sink(podsource.FileSource, f.current())
 			if broken {
 				return true, fmt.Errorf("%s was removed or replaced", f.Path)
 			}
@@ -192,7 +193,7 @@ func (f *File) relist(sink Sink) {
 		if errors.Is(err, os.ErrNotExist) {
 			f.pathErr = fmt.Errorf("%s does not exist", f.Path)
 		}
-		f.Report.Error(FileSource, f.Path, f.pathErr)
+		f.Report.Error(podsource.FileSource, f.Path, f.pathErr)
 		f.Log.Warn("cannot read manifest path; no file pods", "path", f.Path, "err", err)
 		// A missing path is an empty set: the source is ready, with no pods.
 		clear(f.files)
@@ -200,7 +201,7 @@ func (f *File) relist(sink Sink) {
 		ents, err := os.ReadDir(f.Path)
 		if err != nil {
 			f.pathErr = err
-			f.Report.Error(FileSource, f.Path, err)
+			f.Report.Error(podsource.FileSource, f.Path, err)
 			f.Log.Error("cannot list manifest directory", "path", f.Path, "err", err)
 			return
 		}
@@ -226,7 +227,7 @@ func (f *File) relist(sink Sink) {
 		}
 		f.readOne(f.Path)
 	}
-	sink(FileSource, f.current())
+	sink(podsource.FileSource, f.current())
 }
 
 // readOne (re)reads one manifest into the cache unless it is unchanged.
@@ -261,7 +262,7 @@ func (f *File) readOne(p string) {
 	}
 	if e.err != nil {
 		e.pod = nil
-		f.Report.Error(FileSource, p, e.err)
+		f.Report.Error(podsource.FileSource, p, e.err)
 		f.Log.Error("skipping bad manifest", "path", p, "err", e.err)
 	}
 }
@@ -299,7 +300,7 @@ func (f *File) current() []*corev1.Pod {
 		bad = bad || e.err != nil
 	}
 	if !bad {
-		f.Report.OK(FileSource)
+		f.Report.OK(podsource.FileSource)
 	}
 	sort.Strings(names)
 	pods := make([]*corev1.Pod, 0, len(names))

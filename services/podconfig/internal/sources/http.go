@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/microlet/microlet/internal/podsource"
 	"github.com/microlet/microlet/services/podconfig/internal/manifest"
 )
 
@@ -68,7 +69,7 @@ func (h *HTTP) Run(ctx context.Context, sink Sink) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			h.Report.Error(HTTPSource, h.URL, err)
+			h.Report.Error(podsource.HTTPSource, h.URL, err)
 			// The first failures are worth a line each; a URL that stays down
 			// is only mentioned every 15th poll.
 			if failures < 3 || failures%15 == 0 {
@@ -80,7 +81,7 @@ func (h *HTTP) Run(ctx context.Context, sink Sink) error {
 				h.Log.Info("manifest URL readable again", "url", h.URL)
 			}
 			failures = 0
-			h.Report.OK(HTTPSource)
+			h.Report.OK(podsource.HTTPSource)
 		}
 		select {
 		case <-ctx.Done():
@@ -120,7 +121,7 @@ func (h *HTTP) poll(ctx context.Context, sink Sink) error {
 	if len(data) == 0 {
 		// Nothing to run, but the source has answered: an empty set.
 		h.last = nil
-		sink(HTTPSource, []*corev1.Pod{})
+		sink(podsource.HTTPSource, []*corev1.Pod{})
 		return errors.New("empty body")
 	}
 	if bytes.Equal(data, h.last) {
@@ -133,6 +134,6 @@ func (h *HTTP) poll(ctx context.Context, sink Sink) error {
 	if err != nil {
 		return fmt.Errorf("body is not a valid Pod or PodList: %w", err)
 	}
-	sink(HTTPSource, pods)
+	sink(podsource.HTTPSource, pods)
 	return nil
 }

@@ -4,13 +4,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Names of the sources, as in the kubelet's config.source annotation.
-const (
-	FileSource = "file"
-	HTTPSource = "http"
-	APISource  = "api"
-)
-
 // Sink receives the full current set of a source. The pods are only read by
 // the sink and may be handed in again later, but never modified once handed
 // in: a changed pod is a new object (the merge relies on this to skip

@@ -9,6 +9,8 @@ import (
 	schedcorev1 "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+
+	"github.com/microlet/microlet/internal/podsource"
 )
 
 // Result is an admission decision.
@@ -16,14 +18,6 @@ type Result struct {
 	Admit   bool
 	Reason  string
 	Message string
-}
-
-// Static pods skip the taint check, as upstream's do.
-const configSourceAnnotation = "kubernetes.io/config.source"
-
-func isStatic(pod *corev1.Pod) bool {
-	s := pod.Annotations[configSourceAnnotation]
-	return s != "" && s != "api"
 }
 
 // Admit checks pod against node with the already admitted, still running pods.
@@ -44,7 +38,7 @@ func Admit(pod *corev1.Pod, node *corev1.Node, running []*corev1.Pod) Result {
 	if portsConflict(pod, running) {
 		return fail("NodePorts", "node(s) didn't have free ports for the requested pod ports")
 	}
-	if !isStatic(pod) {
+	if !podsource.IsStatic(pod) { // static pods skip the taint check, as upstream's do
 		_, untolerated := schedcorev1.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
 			return t.Effect == corev1.TaintEffectNoExecute
 		}, false)

@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/microlet/microlet/internal/podsource"
 )
 
 func node() *corev1.Node {
@@ -22,7 +24,7 @@ func node() *corev1.Node {
 
 func pod(name, cpu string, mods ...func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{configSourceAnnotation: "file"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{podsource.SourceAnnotation: podsource.FileSource}},
 		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c"}}},
 	}
 	if cpu != "" {
@@ -41,7 +43,7 @@ func hostPortMod(port int32) func(*corev1.Pod) {
 }
 
 func TestAdmit(t *testing.T) {
-	apiPod := func(p *corev1.Pod) { p.Annotations[configSourceAnnotation] = "api" }
+	apiPod := func(p *corev1.Pod) { p.Annotations[podsource.SourceAnnotation] = podsource.APISource }
 	tests := []struct {
 		name       string
 		pod        *corev1.Pod

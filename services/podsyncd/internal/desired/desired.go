@@ -9,12 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/microlet/microlet/internal/podsource"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	podconfigclient "github.com/microlet/microlet/services/podconfig/client"
 )
-
-// MirrorAnnotation marks a mirror pod: the API copy of a static pod, never run.
-const MirrorAnnotation = "kubernetes.io/config.mirror"
 
 // Handler receives the desired-pod changes, one call per pod.
 type Handler interface {
@@ -77,7 +75,7 @@ func (s *Store) Run(ctx context.Context) {
 func runnable(pods []*corev1.Pod) []*corev1.Pod {
 	out := pods[:0:0]
 	for _, p := range pods {
-		if p.Annotations[MirrorAnnotation] == "" {
+		if !podsource.IsMirror(p) {
 			out = append(out, p)
 		}
 	}

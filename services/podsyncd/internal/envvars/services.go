@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/microlet/microlet/internal/podsource"
 )
 
 // Services lists the Services whose addresses containers get as
@@ -40,7 +42,7 @@ func ServiceEnv(pod *corev1.Pod, svcs Services) (map[string]string, error) {
 	if svcs == nil {
 		return out, nil // no API server: no services
 	}
-	if !svcs.HasSynced() && !isStatic(pod) {
+	if !svcs.HasSynced() && !podsource.IsStatic(pod) {
 		return nil, fmt.Errorf("services have not yet been read at least once, cannot construct envvars")
 	}
 	list, err := svcs.List()
@@ -68,11 +70,6 @@ func ServiceEnv(pod *corev1.Pod, svcs Services) (map[string]string, error) {
 		}
 	}
 	return out, nil
-}
-
-func isStatic(pod *corev1.Pod) bool {
-	src, ok := pod.Annotations["kubernetes.io/config.source"]
-	return ok && src != "api"
 }
 
 func clusterIPSet(s *corev1.Service) bool {

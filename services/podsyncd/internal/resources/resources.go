@@ -14,6 +14,8 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubectlqos "k8s.io/kubectl/pkg/util/qos"
+
+	"github.com/microlet/microlet/internal/podsource"
 )
 
 // The kubelet's cgroup constants (pkg/kubelet/cm).
@@ -41,8 +43,6 @@ const (
 
 // Annotations and names the kubelet uses to spot critical pods.
 const (
-	configSourceAnnotation = "kubernetes.io/config.source"
-	configMirrorAnnotation = "kubernetes.io/config.mirror"
 	systemNodeCritical     = "system-node-critical"
 	systemCriticalPriority = 2 * 1000000000
 )
@@ -106,9 +106,7 @@ func Container(pod *corev1.Pod, c *corev1.Container, memoryCapacity int64) *runt
 // isNodeCritical is the kubelet's IsNodeCriticalPod: a critical pod (static,
 // mirror, or of system-critical priority) in the system-node-critical class.
 func isNodeCritical(pod *corev1.Pod) bool {
-	src, ok := pod.Annotations[configSourceAnnotation]
-	_, mirror := pod.Annotations[configMirrorAnnotation]
-	critical := (ok && src != "api") || mirror || (pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority)
+	critical := podsource.IsStatic(pod) || podsource.IsMirror(pod) || (pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority)
 	return critical && pod.Spec.PriorityClassName == systemNodeCritical
 }
 

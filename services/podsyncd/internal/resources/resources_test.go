@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/microlet/microlet/internal/podsource"
 )
 
 func rl(kv ...string) corev1.ResourceList {
@@ -80,7 +82,7 @@ func TestOOMScoreAdj(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
 	critical := func() *corev1.Pod {
 		p := podOf(ctr("a", nil, nil))
-		p.Annotations = map[string]string{configSourceAnnotation: "file"}
+		p.Annotations = map[string]string{podsource.SourceAnnotation: podsource.FileSource}
 		p.Spec.PriorityClassName = systemNodeCritical
 		return p
 	}()

@@ -9,9 +9,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/microlet/microlet/internal/podsource"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	podconfigclient "github.com/microlet/microlet/services/podconfig/client"
-	"github.com/microlet/microlet/services/statusd/internal/podstatus"
 )
 
 func raw(t *testing.T, name string, ann map[string]string) []byte {
@@ -28,8 +28,8 @@ func raw(t *testing.T, name string, ann map[string]string) []byte {
 func TestApplyKeysStaticPodsBySource(t *testing.T) {
 	inf := informers.NewSharedInformerFactory(fake.NewClientset(), 0).Core().V1().Pods().Informer()
 	m := New(nil, nil, "n", inf)
-	static := raw(t, "etcd-n", map[string]string{podstatus.SourceAnnotation: "file", podstatus.HashAnnotation: "h"})
-	mirrorPod := raw(t, "etcd-n", map[string]string{podstatus.SourceAnnotation: "api", podstatus.MirrorAnnotation: "h"})
+	static := raw(t, "etcd-n", map[string]string{podsource.SourceAnnotation: "file", podsource.HashAnnotation: "h"})
+	mirrorPod := raw(t, "etcd-n", map[string]string{podsource.SourceAnnotation: "api", podsource.MirrorAnnotation: "h"})
 	steps := []struct {
 		resp *podconfigv1.WatchResponse
 		want int

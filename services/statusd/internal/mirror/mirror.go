@@ -20,9 +20,9 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/microlet/microlet/internal/podsource"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	podconfigclient "github.com/microlet/microlet/services/podconfig/client"
-	"github.com/microlet/microlet/services/statusd/internal/podstatus"
 )
 
 // DefaultResyncPeriod is how often the mirror pods are compared with the
@@ -82,7 +82,7 @@ func New(client kubernetes.Interface, pc podconfigv1.PodConfigServiceClient, nod
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
-		if p, ok := obj.(*corev1.Pod); ok && podstatus.IsMirror(p) {
+		if p, ok := obj.(*corev1.Pod); ok && podsource.IsMirror(p) {
 			m.poke()
 		}
 	}
@@ -142,12 +142,12 @@ func (m *Manager) Apply(ev podconfigclient.Event) {
 	}
 	for _, u := range ev.Updates {
 		src := u.Source
-		if src == podstatus.APISource {
+		if src == podsource.APISource {
 			continue
 		}
 		pods := map[string]*corev1.Pod{}
 		for _, p := range u.Pods {
-			if podstatus.IsMirror(p) {
+			if podsource.IsMirror(p) {
 				continue
 			}
 			pods[p.Namespace+"/"+p.Name] = p
@@ -192,19 +192,19 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 	var errs []error
 	for _, key := range slices.Sorted(maps.Keys(want)) {
 		sp := want[key]
-		hash := sp.Annotations[podstatus.HashAnnotation]
+		hash := sp.Annotations[podsource.HashAnnotation]
 		cur, err := m.lister.Pods(sp.Namespace).Get(sp.Name)
 		switch {
 		case apierrors.IsNotFound(err):
 			errs = append(errs, m.create(ctx, sp))
 		case err != nil:
 			errs = append(errs, err)
-		case !podstatus.IsMirror(cur):
+		case !podsource.IsMirror(cur):
 			m.log.Warn("an API pod that is not a mirror pod has the static pod's name; leaving it", "pod", key)
 		case cur.DeletionTimestamp != nil:
 			// going away; recreated once it is gone
-		case cur.Annotations[podstatus.MirrorAnnotation] != hash:
-			m.log.Info("mirror pod outdated; replacing it", "pod", key, "hash", hash, "mirrorHash", cur.Annotations[podstatus.MirrorAnnotation])
+		case cur.Annotations[podsource.MirrorAnnotation] != hash:
+			m.log.Info("mirror pod outdated; replacing it", "pod", key, "hash", hash, "mirrorHash", cur.Annotations[podsource.MirrorAnnotation])
 			if err := m.delete(ctx, cur); err != nil {
 				errs = append(errs, err)
 				continue
@@ -217,7 +217,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 		return err
 	}
 	for _, p := range all {
-		if !podstatus.IsMirror(p) || p.Spec.NodeName != m.node || p.DeletionTimestamp != nil {
+		if !podsource.IsMirror(p) || p.Spec.NodeName != m.node || p.DeletionTimestamp != nil {
 			continue
 		}
 		if _, ok := want[p.Namespace+"/"+p.Name]; !ok {
@@ -257,7 +257,7 @@ func (m *Manager) create(ctx context.Context, sp *corev1.Pod) error {
 		if p.Annotations == nil {
 			p.Annotations = map[string]string{}
 		}
-		p.Annotations[podstatus.MirrorAnnotation] = sp.Annotations[podstatus.HashAnnotation]
+		p.Annotations[podsource.MirrorAnnotation] = sp.Annotations[podsource.HashAnnotation]
 		controller := true
 		p.OwnerReferences = []metav1.OwnerReference{{
 			APIVersion: "v1", Kind: "Node", Name: m.node, UID: uid, Controller: &controller,

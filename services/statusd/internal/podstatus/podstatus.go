@@ -10,18 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-// Annotation keys the kubelet puts on pods; the values are part of the API.
-const (
-	// SourceAnnotation names the pod source ("file", "http", "api").
-	SourceAnnotation = "kubernetes.io/config.source"
-	// HashAnnotation is the config hash of a static pod.
-	HashAnnotation = "kubernetes.io/config.hash"
-	// MirrorAnnotation marks a mirror pod; its value is the static pod's hash.
-	MirrorAnnotation = corev1.MirrorPodAnnotationKey
-	// APISource is the source name of pods that come from the API server.
-	APISource = "api"
+	"github.com/microlet/microlet/internal/podsource"
 )
 
 // MaxTerminationMessageBytes is the budget of termination messages for a
@@ -57,22 +47,6 @@ func IsKubeletCondition(t corev1.PodConditionType) bool {
 // IsSharedCondition reports whether t is written by the kubelet and by
 // controllers alike (DisruptionTarget).
 func IsSharedCondition(t corev1.PodConditionType) bool { return t == corev1.DisruptionTarget }
-
-// Source returns the pod's config source annotation ("" when unset).
-func Source(pod *corev1.Pod) string { return pod.Annotations[SourceAnnotation] }
-
-// IsStatic reports whether pod came from a local source (file or http): its
-// status lives on its mirror pod in the API.
-func IsStatic(pod *corev1.Pod) bool {
-	s, ok := pod.Annotations[SourceAnnotation]
-	return ok && s != APISource
-}
-
-// IsMirror reports whether pod is a mirror pod (an API copy of a static pod).
-func IsMirror(pod *corev1.Pod) bool {
-	_, ok := pod.Annotations[MirrorAnnotation]
-	return ok
-}
 
 // IsTerminal reports whether phase is Succeeded or Failed.
 func IsTerminal(phase corev1.PodPhase) bool {
@@ -288,7 +262,7 @@ func NeedsReconcile(apiPod *corev1.Pod, cached *corev1.PodStatus) bool {
 // being deleted, it is not a mirror pod, the API already shows a terminal
 // phase, and the node has released its resources (reclaimed).
 func CanBeDeleted(apiPod *corev1.Pod, reclaimed bool) bool {
-	if apiPod.DeletionTimestamp == nil || IsMirror(apiPod) {
+	if apiPod.DeletionTimestamp == nil || podsource.IsMirror(apiPod) {
 		return false
 	}
 	return IsTerminal(apiPod.Status.Phase) && reclaimed

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/microlet/microlet/internal/podsource"
 )
 
 func testPod(policy corev1.RestartPolicy, containers ...string) *corev1.Pod {
@@ -153,7 +155,7 @@ func TestTerminate(t *testing.T) {
 		t.Fatalf("finished pod phase changed to %s", got)
 	}
 	static := testPod(corev1.RestartPolicyAlways, "a")
-	static.Annotations = map[string]string{SourceAnnotation: "file"}
+	static.Annotations = map[string]string{podsource.SourceAnnotation: podsource.FileSource}
 	if got := Terminate(static, &corev1.PodStatus{Phase: corev1.PodRunning}).Phase; got != corev1.PodRunning {
 		t.Fatalf("static pod phase changed to %s", got)
 	}
@@ -240,7 +242,7 @@ func TestCanBeDeleted(t *testing.T) {
 	if !CanBeDeleted(pod, true) {
 		t.Fatal("terminal reclaimed pod not deletable")
 	}
-	pod.Annotations = map[string]string{MirrorAnnotation: "h"}
+	pod.Annotations = map[string]string{podsource.MirrorAnnotation: "h"}
 	if CanBeDeleted(pod, true) {
 		t.Fatal("mirror pod deletable")
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/microlet/microlet/internal/podsource"
 )
 
 // Reasons of the readiness conditions, with the kubelet's spelling.
@@ -41,7 +43,7 @@ func Terminate(pod *corev1.Pod, cur *corev1.PodStatus) corev1.PodStatus {
 	for i := range startedPrefix(st.InitContainerStatuses) {
 		unknown(&st.InitContainerStatuses[i])
 	}
-	if !IsStatic(pod) && !IsTerminal(st.Phase) {
+	if !podsource.IsStatic(pod) && !IsTerminal(st.Phase) {
 		st.Phase = corev1.PodFailed
 	}
 	return st

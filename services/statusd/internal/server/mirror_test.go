@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/podsource"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
-	"github.com/microlet/microlet/services/statusd/internal/podstatus"
 )
 
 // fakePodConfig is a minimal PodConfigService on a real unix socket: every
@@ -109,8 +109,8 @@ func (e *env) staticPod(hash, image string) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "etcd-" + e.node, Namespace: e.ns, UID: types.UID(hash),
 			Annotations: map[string]string{
-				podstatus.SourceAnnotation:  "file",
-				podstatus.HashAnnotation:    hash,
+				podsource.SourceAnnotation:  "file",
+				podsource.HashAnnotation:    hash,
 				"kubernetes.io/config.seen": "2026-01-01T00:00:00Z",
 			},
 		},
@@ -136,7 +136,7 @@ func TestMirrorPodLifecycle(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if p.Annotations[podstatus.MirrorAnnotation] != "hash1" {
+		if p.Annotations[podsource.MirrorAnnotation] != "hash1" {
 			return errorf("annotations %v", p.Annotations)
 		}
 		if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].Kind != "Node" || p.OwnerReferences[0].Name != e.node || p.OwnerReferences[0].UID == "" {
@@ -200,7 +200,7 @@ func TestMirrorPodLifecycle(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if p.Annotations[podstatus.MirrorAnnotation] != "hash2" || p.Spec.Containers[0].Image != "busybox:2" {
+		if p.Annotations[podsource.MirrorAnnotation] != "hash2" || p.Spec.Containers[0].Image != "busybox:2" {
 			return errorf("mirror %v %s", p.Annotations, p.Spec.Containers[0].Image)
 		}
 		return nil

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/microlet/microlet/internal/podsource"
 	"github.com/microlet/microlet/services/statusd/internal/cache"
 	"github.com/microlet/microlet/services/statusd/internal/podstatus"
 )
@@ -219,7 +220,7 @@ func (s *Syncer) target(e *cache.Entry) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	if podstatus.IsStatic(e.Pod) && !podstatus.IsMirror(pod) {
+	if podsource.IsStatic(e.Pod) && !podsource.IsMirror(pod) {
 		return nil, nil // a regular pod squats the name; no mirror to write to
 	}
 	return pod, nil
@@ -277,7 +278,7 @@ func (s *Syncer) syncPod(ctx context.Context, uid string) error {
 	force := s.force[uid]
 	delete(s.force, uid)
 	s.mu.Unlock()
-	static := podstatus.IsStatic(e.Pod)
+	static := podsource.IsStatic(e.Pod)
 
 	base, err := s.target(&e)
 	if err != nil {
@@ -300,7 +301,7 @@ func (s *Syncer) syncPod(ctx context.Context, uid string) error {
 		if err != nil {
 			return err
 		}
-		if static && !podstatus.IsMirror(live) {
+		if static && !podsource.IsMirror(live) {
 			return nil
 		}
 		base = live
