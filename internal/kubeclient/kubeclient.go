@@ -3,16 +3,29 @@ package kubeclient
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/transport"
 
 	"github.com/microlet/microlet/internal/version"
 )
 
 // InCluster is the kubeconfig value that selects the in-cluster service account.
 const InCluster = "in-cluster"
+
+// CertReloadInterval is how often a client whose kubeconfig names its
+// certificate and key by file (the node's kubeconfig written by
+// internal/nodecreds) reads them again. client-go does the reading: when
+// the pair changed it closes every connection, and requests and watches go
+// on over new connections with the new certificate. Its default, 5 minutes,
+// is too slow for short-lived node certificates: a renewed certificate may
+// leave the old one less than a minute.
+const CertReloadInterval = 15 * time.Second
+
+func init() { transport.CertCallbackRefreshDuration = CertReloadInterval }
 
 // ErrStandalone is returned by Config when no kubeconfig is given.
 var ErrStandalone = errors.New("no kubeconfig: standalone mode")

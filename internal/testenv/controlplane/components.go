@@ -206,6 +206,9 @@ func (cp *ControlPlane) startComponent(ctx context.Context, name string) error {
 	case KubeControllerManager:
 		bin, err = FindKubeControllerManager()
 		flags, extra = ControllerManagerFlags(cp.pki.Dir, kubeconfig), cp.opts.ExtraControllerManagerArgs
+		if d := cp.opts.ClusterSigningDuration; d > 0 {
+			flags = append(flags, "--cluster-signing-duration="+d.String())
+		}
 	default:
 		return fmt.Errorf("unknown component %q", name)
 	}

@@ -116,6 +116,16 @@ type Options struct {
 	// those components' flags.
 	ExtraSchedulerArgs         []string
 	ExtraControllerManagerArgs []string
+	// BootstrapTokenAuth lets nodes join with a bootstrap token, as after
+	// kubeadm init: the apiserver runs with --enable-bootstrap-token-auth
+	// and Start adds the RBAC of EnsureNodeBootstrap. Make a token with
+	// CreateBootstrapToken and its kubeconfig with WriteBootstrapKubeconfig.
+	BootstrapTokenAuth bool
+	// ClusterSigningDuration is kube-controller-manager's
+	// --cluster-signing-duration, the lifetime of the certificates it
+	// signs (its signer makes certificates shorter than 8 hours valid from
+	// 5 minutes before signing until now+duration); 0 keeps its default.
+	ClusterSigningDuration time.Duration
 }
 
 // ControlPlane is a running etcd plus kube-apiserver, with kube-scheduler
@@ -588,6 +598,9 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		"--shutdown-send-retry-after=true",
 	}
 	args = append(args, KubeletClientFlags(pki.Dir, cp.opts.VerifyKubeletServingCerts)...)
+	if cp.opts.BootstrapTokenAuth {
+		args = append(args, "--enable-bootstrap-token-auth=true")
+	}
 	return append(args, cp.opts.ExtraAPIServerArgs...)
 }
 
@@ -615,7 +628,13 @@ func (cp *ControlPlane) bootstrap(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return Bootstrap(ctx, cs, cp.pki.CACertPEM)
+	if err := Bootstrap(ctx, cs, cp.pki.CACertPEM); err != nil {
+		return err
+	}
+	if cp.opts.BootstrapTokenAuth {
+		return EnsureNodeBootstrap(ctx, cs)
+	}
+	return nil
 }
 
 // Bootstrap adds to a fresh cluster what kube-controller-manager would for

@@ -32,6 +32,9 @@ type Config struct {
 	Bins string
 	// Kubeconfig is the node's credential (system:node:<Name>).
 	Kubeconfig string
+	// BootstrapKubeconfig, when set, is handed to `microlet run`, which then
+	// requests the node's certificate and writes Kubeconfig itself.
+	BootstrapKubeconfig string
 	// ClientCAFile is the CA nodeapi trusts for client certificates: the
 	// cluster's, so the API server's kubelet client certificate authenticates.
 	ClientCAFile string
@@ -107,6 +110,9 @@ func Launch(c Config) (*Process, error) {
 	p.cmd = exec.Command(filepath.Join(c.Bins, "microlet"), "run", "--config", cfgPath,
 		"--run-dir", c.RunDir(), "--data-dir", c.DataDir(), "--node-name", c.Name,
 		"--kubeconfig", c.Kubeconfig, "--manifest-dir", c.ManifestDir(), "--bin-dir", c.Bins)
+	if c.BootstrapKubeconfig != "" {
+		p.cmd.Args = append(p.cmd.Args, "--bootstrap-kubeconfig", c.BootstrapKubeconfig)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {

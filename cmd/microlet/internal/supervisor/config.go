@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/kubeclient"
+	"github.com/microlet/microlet/internal/nodecreds"
 	"github.com/microlet/microlet/internal/service"
 	"github.com/microlet/microlet/internal/socket"
 )
@@ -29,6 +31,18 @@ type Config struct {
 	// supervisor only passes them on.
 	KubeletPort  int    `yaml:"kubelet_port" flag:"kubelet-port" usage:"port of the kubelet API (handed to nodeapi; 0 picks a free one, which the Node advertises)"`
 	ClientCAFile string `yaml:"client_ca_file" flag:"client-ca-file" usage:"CA bundle of the kubelet API's x509 client authentication (handed to nodeapi)"`
+
+	// BootstrapKubeconfig, CertDir and BootstrapTimeout: with a bootstrap
+	// kubeconfig the supervisor owns the node's client credential
+	// (internal/nodecreds): it requests a certificate when the kubeconfig
+	// is missing or expired, writes the kubeconfig, and renews the
+	// certificate while it runs.
+	BootstrapKubeconfig string        `yaml:"bootstrap_kubeconfig" flag:"bootstrap-kubeconfig" usage:"kubeconfig with a bootstrap credential (a bootstrap token): used to request the node's client certificate when --kubeconfig is missing or expired; --kubeconfig is then written and its certificate renewed"`
+	CertDir             string        `yaml:"cert_dir" flag:"cert-dir" usage:"directory of the node's client certificate pairs (default <data-dir>/pki)"`
+	BootstrapTimeout    time.Duration `yaml:"bootstrap_timeout" flag:"bootstrap-timeout" usage:"how long to wait for the first client certificate to be approved and signed"`
+	// RotateServerCertificates is handed to nodeapi: serve a certificate
+	// from the cluster's kubelet-serving signer instead of a self-signed one.
+	RotateServerCertificates bool `yaml:"rotate_server_certificates" flag:"rotate-server-certificates" usage:"nodeapi requests its serving certificate from the certificates API (kubernetes.io/kubelet-serving) and renews it (handed to nodeapi)"`
 
 	BinDir string `yaml:"bin_dir" flag:"bin-dir" usage:"directory holding the service binaries (default: beside microlet, then $PATH)"`
 
@@ -52,6 +66,7 @@ func DefaultConfig() *Config {
 		RestartBackoff:      500 * time.Millisecond,
 		RestartBackoffMax:   30 * time.Second,
 		RestartBackoffReset: time.Minute,
+		BootstrapTimeout:    15 * time.Minute,
 	}
 }
 
@@ -83,6 +98,20 @@ func (c *Config) Validate() error {
 		if d.v < d.min {
 			return fmt.Errorf("%s must be at least %s, got %s", d.key, d.min, d.v)
 		}
+	}
+	if c.BootstrapKubeconfig != "" {
+		switch c.Kubeconfig {
+		case "":
+			return fmt.Errorf("bootstrap_kubeconfig needs kubeconfig: the file the node's credential is written to")
+		case kubeclient.InCluster:
+			return fmt.Errorf("bootstrap_kubeconfig cannot be used with kubeconfig %q", kubeclient.InCluster)
+		}
+		if c.BootstrapTimeout <= 0 {
+			return fmt.Errorf("bootstrap_timeout must be positive, got %s", c.BootstrapTimeout)
+		}
+	}
+	if c.CertDir == "" {
+		c.CertDir = DataDir(c.DataDir, "pki")
 	}
 	if c.KubeletPort < 0 || c.KubeletPort > 65535 {
 		return fmt.Errorf("kubelet_port %d is out of range 0-65535", c.KubeletPort)
@@ -189,9 +218,24 @@ func (c *Config) ChildArgs(name string) []string {
 		if c.ClientCAFile != "" {
 			args = append(args, "--client-ca-file="+c.ClientCAFile)
 		}
+		if c.RotateServerCertificates {
+			args = append(args, "--rotate-server-certificates")
+		}
 	}
 	return append(args, c.Args[name]...)
 }
 
 // DataDir is the named service's own state directory under dataDir.
 func DataDir(dataDir, name string) string { return strings.TrimRight(dataDir, "/") + "/" + name }
+
+// NodeCredentials is the node credential configuration when the supervisor
+// owns it (bootstrap_kubeconfig is set).
+func (c *Config) NodeCredentials() (nodecreds.Config, bool) {
+	return nodecreds.Config{
+		NodeName:            c.NodeName,
+		Kubeconfig:          c.Kubeconfig,
+		BootstrapKubeconfig: c.BootstrapKubeconfig,
+		CertDir:             c.CertDir,
+		WaitTimeout:         c.BootstrapTimeout,
+	}, c.BootstrapKubeconfig != ""
+}

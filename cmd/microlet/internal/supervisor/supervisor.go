@@ -22,6 +22,7 @@ import (
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/grpcserver"
+	"github.com/microlet/microlet/internal/nodecreds"
 	"github.com/microlet/microlet/internal/socket"
 	supervisorv1 "github.com/microlet/microlet/proto/microlet/supervisor/v1"
 )
@@ -213,6 +214,30 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	go func() { serveErr <- srv.Serve(lis) }()
 	s.log.Info("supervisor listening", "socket", s.cfg.Socket, "run_dir", s.cfg.RunDir, "node", s.cfg.NodeName,
 		"standalone", s.cfg.Kubeconfig == "")
+
+	// The node's credential first: the services start with a usable kubeconfig.
+	credsCtx, cancelCreds := context.WithCancel(context.Background())
+	defer cancelCreds()
+	if nc, ok := s.cfg.NodeCredentials(); ok {
+		nc.Log = s.log
+		if err := nodecreds.Ensure(ctx, nc); err != nil {
+			srv.Stop(time.Second)
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("node credentials: %w", err)
+		}
+		if nodecreds.Owned(nc) {
+			r, err := nodecreds.NewRotator(credsCtx, nc)
+			if err != nil {
+				srv.Stop(time.Second)
+				return fmt.Errorf("node credentials: %w", err)
+			}
+			go r.Run(credsCtx)
+		} else {
+			s.log.Warn("kubeconfig was not written by the supervisor; its credential is not rotated", "kubeconfig", nc.Kubeconfig)
+		}
+	}
 
 	go s.spawner()
 	defer close(s.spawns) // after every child is gone (deferred calls run last-in first-out)
