@@ -33,6 +33,8 @@ if [ -x "$bin/microlet" ]; then
 else
   echo "install.sh: $bin/microlet missing; the units work without the CLI" >&2
 fi
+# The node credential's owner when joining with a bootstrap token; it runs the CLI.
+install -m 0644 "$here/microlet-credentials.service" "$root/etc/systemd/system/"
 install -m 0644 "$here/microlet.target" "$root/etc/systemd/system/"
 # Never overwrite the node's own settings.
 [ -e "$root/etc/microlet/microlet.env" ] || install -m 0644 "$here/microlet.env" "$root/etc/microlet/microlet.env"

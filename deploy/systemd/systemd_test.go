@@ -32,11 +32,12 @@ var services = func() []string {
 	return out
 }()
 
-// binaries builds the real service binaries once per test run. Plain
-// `go build` flags, so the build cache other tests fill is reused.
+// binaries builds the real service binaries and the CLI (which
+// microlet-credentials.service runs) once per test run. Plain `go build`
+// flags, so the build cache other tests fill is reused.
 func binaries(t *testing.T) string {
 	t.Helper()
-	pkgs := make([]string, 0, len(services))
+	pkgs := []string{"github.com/microlet/microlet/cmd/microlet"}
 	for _, s := range services {
 		pkgs = append(pkgs, "github.com/microlet/microlet/services/"+s)
 	}
@@ -80,7 +81,7 @@ func TestUnitsVerify(t *testing.T) {
 			t.Fatalf("install.sh did not install %s: %v", s, err)
 		}
 	}
-	units = append(units, "microlet.target")
+	units = append(units, "microlet-credentials.service", "microlet.target")
 	cmd := exec.Command(analyze, append([]string{"verify", "--root=" + root, "--man=no", "--generators=no"}, units...)...)
 	cmd.Dir = unitDir
 	out, err = cmd.CombinedOutput()

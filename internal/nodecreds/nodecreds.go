@@ -383,3 +383,13 @@ func writeKubeconfig(cfg Config, boot *clientcmdapi.Config) error {
 	cfg.Log.Info("wrote node kubeconfig", "kubeconfig", cfg.Kubeconfig, "client_certificate", cfg.CurrentPairFile())
 	return nil
 }
+
+// Check returns nil when kubeconfig is usable now (its client certificate,
+// if it has one, is valid), else why not: a healthcheck for the services
+// that wait for it.
+func Check(kubeconfig string) error {
+	if ok, why := kubeconfigUsable(kubeconfig, time.Now()); !ok {
+		return fmt.Errorf("kubeconfig %s: %s", kubeconfig, why)
+	}
+	return nil
+}

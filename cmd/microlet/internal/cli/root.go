@@ -66,7 +66,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badUsage(err) })
-	root.AddCommand(newRunCmd(stdout, stderr), newStatusCmd(stdout, stderr), newHealthCmd(stdout), newGetCmd(stdout, stderr))
+	root.AddCommand(newRunCmd(stdout, stderr), newCredentialsCmd(stdout, stderr), newStatusCmd(stdout, stderr), newHealthCmd(stdout), newGetCmd(stdout, stderr))
 	return root
 }
 

@@ -15,11 +15,12 @@ import (
 func (s *Server) configz() any {
 	c := &s.cfg
 	return &kubeletv1beta1.KubeletConfiguration{
-		TypeMeta:          metav1.TypeMeta{Kind: "KubeletConfiguration", APIVersion: kubeletv1beta1.SchemeGroupVersion.String()},
-		Address:           c.Address,
-		Port:              int32(c.Port),
-		TLSCertFile:       c.TLSCertFile,
-		TLSPrivateKeyFile: c.TLSPrivateKeyFile,
+		TypeMeta:           metav1.TypeMeta{Kind: "KubeletConfiguration", APIVersion: kubeletv1beta1.SchemeGroupVersion.String()},
+		Address:            c.Address,
+		Port:               int32(c.Port),
+		TLSCertFile:        c.TLSCertFile,
+		TLSPrivateKeyFile:  c.TLSPrivateKeyFile,
+		ServerTLSBootstrap: c.RotateServerCertificates,
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: c.ClientCAFile},
 			Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: ptr.To(c.WebhookAuthentication), CacheTTL: metav1.Duration{Duration: c.WebhookCacheTTL}},

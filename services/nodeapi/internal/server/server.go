@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -51,7 +52,11 @@ type Config struct {
 	Port              int    `yaml:"port" flag:"port" usage:"port of the kubelet API; 0 picks a free one (the Node advertises the port really served)"`
 	TLSCertFile       string `yaml:"tls_cert_file" flag:"tls-cert-file" usage:"serving certificate (PEM); empty: a self-signed one kept in cert_dir"`
 	TLSPrivateKeyFile string `yaml:"tls_private_key_file" flag:"tls-private-key-file" usage:"key of tls_cert_file"`
-	CertDir           string `yaml:"cert_dir" flag:"cert-dir" usage:"directory of the self-signed serving certificate (default <data-dir>/pki)"`
+	CertDir           string `yaml:"cert_dir" flag:"cert-dir" usage:"directory of the self-signed or rotated serving certificate (default <data-dir>/pki)"`
+	// RotateServerCertificates is the kubelet's serverTLSBootstrap plus
+	// RotateKubeletServerCertificate: the serving certificate comes from
+	// the certificates API (kubernetes.io/kubelet-serving) and is renewed.
+	RotateServerCertificates bool `yaml:"rotate_server_certificates" flag:"rotate-server-certificates" usage:"request the serving certificate from the certificates API (signer kubernetes.io/kubelet-serving, the Node's names and addresses) and renew it; needs kubeconfig; someone must approve the requests"`
 
 	ClientCAFile          string        `yaml:"client_ca_file" flag:"client-ca-file" usage:"CA bundle that signs client certificates (x509 authentication); empty disables it"`
 	AnonymousAuth         bool          `yaml:"anonymous_auth" flag:"anonymous-auth" usage:"let requests without a credential in as system:anonymous (still authorized)"`
@@ -121,6 +126,14 @@ func (s *Server) Register(env *service.Env) error {
 	}
 	if c.CertDir == "" {
 		c.CertDir = filepath.Join(c.DataDir, "pki")
+	}
+	if c.RotateServerCertificates {
+		switch {
+		case c.TLSCertFile != "":
+			return errors.New("rotate_server_certificates and tls_cert_file exclude each other: the rotated certificate replaces the file")
+		case c.Kubeconfig == "":
+			return errors.New("rotate_server_certificates needs kubeconfig: the certificate is requested from the API server")
+		}
 	}
 	if c.PodsDir == "" {
 		c.PodsDir = filepath.Join(c.DataDir, "pods")
@@ -194,7 +207,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	}
 	go a.Run(ctx)
 
-	certs, err := s.servingCert()
+	certs, err := s.servingCert(ctx, client, env.Log)
 	if err != nil {
 		return err
 	}
@@ -288,13 +301,18 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	return nil
 }
 
-func (s *Server) servingCert() (*servingcert.Source, error) {
+func (s *Server) servingCert(ctx context.Context, client kubernetes.Interface, log *slog.Logger) (*servingcert.Source, error) {
 	c := &s.cfg
 	var (
 		src *servingcert.Source
 		err error
 	)
-	if c.TLSCertFile != "" {
+	if c.RotateServerCertificates {
+		if err := os.MkdirAll(c.CertDir, 0o700); err != nil {
+			return nil, fmt.Errorf("cert_dir: %w", err)
+		}
+		src, err = servingcert.Rotating(ctx, c.CertDir, c.NodeName, client, log)
+	} else if c.TLSCertFile != "" {
 		src, err = servingcert.FromFiles(c.TLSCertFile, c.TLSPrivateKeyFile)
 	} else {
 		src, err = servingcert.SelfSigned(c.CertDir, c.NodeName, nil, nil)

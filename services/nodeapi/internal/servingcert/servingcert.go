@@ -20,6 +20,9 @@ import (
 type Source struct {
 	content    *dynamiccertificates.DynamicCertKeyPairContent
 	selfSigned bool
+	// rotating, when set, is the certificate manager serving instead of
+	// files (Rotating).
+	rotating *rotating
 
 	mu      sync.Mutex
 	lastPEM []byte
@@ -76,17 +79,29 @@ func SelfSigned(dir, host string, ips []net.IP, dnsNames []string) (*Source, err
 // SelfSignedCert reports whether the certificate was generated here.
 func (s *Source) SelfSignedCert() bool { return s.selfSigned }
 
-// Run follows changes of the files until ctx ends.
-func (s *Source) Run(ctx context.Context) { s.content.Run(ctx, 1) }
+// Run follows changes of the files (or renews the certificate) until ctx ends.
+func (s *Source) Run(ctx context.Context) {
+	if s.rotating != nil {
+		s.rotating.run(ctx)
+		return
+	}
+	s.content.Run(ctx, 1)
+}
 
 // CertificatePEM is the certificate chain in use now.
 func (s *Source) CertificatePEM() []byte {
+	if s.rotating != nil {
+		return s.rotating.certificatePEM()
+	}
 	c, _ := s.content.CurrentCertKeyContent()
 	return c
 }
 
 // certificate parses the current pair, once per change.
 func (s *Source) certificate() (*tls.Certificate, error) {
+	if s.rotating != nil {
+		return s.rotating.current()
+	}
 	certPEM, keyPEM := s.content.CurrentCertKeyContent()
 	s.mu.Lock()
 	defer s.mu.Unlock()
