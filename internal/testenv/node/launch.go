@@ -57,10 +57,14 @@ func (c Config) LogDir() string      { return filepath.Join(c.Dir, "logs") }
 // plane on loopback: its own pod log root and Docker label, node IP
 // 127.0.0.1 (the API server reaches the kubelet API at the InternalIP),
 // nodeapi on a free loopback port (the Node advertises the real one) with
-// the cluster CA as client CA; container log symlinks in its own dir.
+// the cluster CA as client CA; container log symlinks in its own dir and
+// image GC off.
 func ConnectedArgs(c Config) map[string][]string {
 	return map[string][]string{
-		components.PodSyncd:    {"--pod-logs-dir=" + c.LogDir(), "--container-log-symlink-dir=" + filepath.Join(c.Dir, "containers")},
+		components.PodSyncd: {"--pod-logs-dir=" + c.LogDir(), "--container-log-symlink-dir=" + filepath.Join(c.Dir, "containers"),
+			// Docker's images are shared by every test on the machine:
+			// image GC off, as the kubelet turns it off.
+			"--image-gc-high-threshold-percent=100"},
 		components.RuntimeShim: {"--docker-instance=" + c.Instance},
 		components.NodeStatusd: {"--node-ip=127.0.0.1"},
 		components.NodeAPI:     {"--address=127.0.0.1", "--port=0", "--client-ca-file=" + c.ClientCAFile, "--pod-logs-dir=" + c.LogDir()},

@@ -25,6 +25,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/dns"
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
+	"github.com/microlet/microlet/services/podsyncd/internal/imagegc"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
 	"github.com/microlet/microlet/services/podsyncd/internal/resources"
@@ -61,6 +62,11 @@ type Config struct {
 	ContainerLogMaxWorkers      int           `yaml:"container_log_max_workers" flag:"container-log-max-workers" usage:"containers whose logs are rotated at once"`
 	ContainerLogMonitorInterval time.Duration `yaml:"container_log_monitor_interval" flag:"container-log-monitor-interval" usage:"how often container log sizes are checked"`
 	ContainerLogSymlinkDir      string        `yaml:"container_log_symlink_dir" flag:"container-log-symlink-dir" usage:"directory of the <pod>_<ns>_<container>-<id>.log symlinks to container logs; empty: none"`
+	ImageGCHighThreshold        int           `yaml:"image_gc_high_threshold_percent" flag:"image-gc-high-threshold-percent" usage:"image filesystem usage (percent) at or above which unused images are removed; 100 with image_maximum_gc_age 0 turns image GC off"`
+	ImageGCLowThreshold         int           `yaml:"image_gc_low_threshold_percent" flag:"image-gc-low-threshold-percent" usage:"image filesystem usage (percent) image GC frees down to"`
+	ImageMinimumGCAge           time.Duration `yaml:"image_minimum_gc_age" flag:"image-minimum-gc-age" usage:"minimum time since an unused image was first seen before it may be removed"`
+	ImageMaximumGCAge           time.Duration `yaml:"image_maximum_gc_age" flag:"image-maximum-gc-age" usage:"remove images unused for longer than this whatever the disk usage; 0: never"`
+	ImageGCPeriod               time.Duration `yaml:"image_gc_period" flag:"image-gc-period" usage:"how often image GC runs (the kubelet: 5m)"`
 }
 
 // Server is the podsyncd service.
@@ -92,6 +98,11 @@ func New() *Server {
 		ContainerLogMaxWorkers:      containerlogs.DefaultWorkers,
 		ContainerLogMonitorInterval: containerlogs.DefaultMonitorInterval,
 		ContainerLogSymlinkDir:      containerlogs.DefaultSymlinkDir,
+		ImageGCHighThreshold:        imagegc.DefaultPolicy().HighThresholdPercent,
+		ImageGCLowThreshold:         imagegc.DefaultPolicy().LowThresholdPercent,
+		ImageMinimumGCAge:           imagegc.DefaultPolicy().MinAge,
+		ImageMaximumGCAge:           imagegc.DefaultPolicy().MaxAge,
+		ImageGCPeriod:               imagegc.DefaultPeriod,
 	}}
 }
 
@@ -108,6 +119,7 @@ func (s *Server) Register(env *service.Env) error {
 		"resync_period": c.ResyncPeriod, "relist_period": c.RelistPeriod, "housekeeping_period": c.HousekeepingPeriod,
 		"crashloop_backoff_initial": c.BackoffInitial, "crashloop_backoff_max": c.BackoffMax, "runtime_request_timeout": c.RuntimeTimeout,
 		"container_gc_period": c.ContainerGCPeriod, "container_log_monitor_interval": c.ContainerLogMonitorInterval,
+		"image_gc_period": c.ImageGCPeriod,
 	} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive, got %s", name, d)
@@ -125,11 +137,19 @@ func (s *Server) Register(env *service.Env) error {
 	if err := c.gcPolicy().Validate(); err != nil {
 		return err
 	}
+	if err := c.imagePolicy().Validate(); err != nil {
+		return err
+	}
 	if _, err := c.logPolicy(); err != nil {
 		return err
 	}
 	podsyncv1.RegisterPodSyncServiceServer(env.Server.GRPC(), s)
 	return nil
+}
+
+func (c *Config) imagePolicy() imagegc.Policy {
+	return imagegc.Policy{HighThresholdPercent: c.ImageGCHighThreshold, LowThresholdPercent: c.ImageGCLowThreshold,
+		MinAge: c.ImageMinimumGCAge, MaxAge: c.ImageMaximumGCAge}
 }
 
 func (c *Config) gcPolicy() containergc.Policy {
@@ -248,6 +268,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	gc := containergc.New(rt, c.gcPolicy(), containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.ContainerLogSymlinkDir, Log: env.Log})
 	logPolicy, _ := c.logPolicy() // validated in Register
 	go containerlogs.NewRotator(rt, logPolicy, env.Log, nil).Run(ctx, c.ContainerLogMonitorInterval)
+	go imagegc.New(rt, img, c.imagePolicy(), imagegc.Options{Recorder: recorder, NodeName: c.NodeName, Log: env.Log}).Run(ctx, c.ImageGCPeriod)
 	s.loop = syncloop.New(env.Log, rm, rt,
 		podconfigv1.NewPodConfigServiceClient(conns[components.PodConfig]),
 		statusdv1.NewStatusServiceClient(conns[components.Statusd]),

@@ -86,6 +86,29 @@ func (b *Backend) mirrored(ref string) (src, tagAs string, err error) {
 	return src + ":" + tagged.(reference.Tagged).Tag(), tagged.String(), nil
 }
 
+// isPauseImage reports whether one of tags names the sandbox image. That
+// image is pinned (CRI Image.pinned), so the kubelet's image GC never
+// removes it, as containerd and CRI-O pin theirs.
+func (b *Backend) isPauseImage(tags []string) bool {
+	want := normalizeRef(b.opts.PauseImage)
+	for _, t := range tags {
+		if normalizeRef(t) == want {
+			return true
+		}
+	}
+	return false
+}
+
+// normalizeRef is ref in its full form (docker.io/library/x:latest); a ref
+// that does not parse is returned as it is.
+func normalizeRef(ref string) string {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ref
+	}
+	return reference.TagNameOnly(named).String()
+}
+
 func toCRIImage(id string, tags, digests []string, size int64, user string) *runtimeapi.Image {
 	img := &runtimeapi.Image{Id: id, RepoTags: tags, RepoDigests: digests, Size: uint64(max(size, 0)), Spec: &runtimeapi.ImageSpec{Image: id}}
 	if user != "" {
@@ -118,6 +141,7 @@ func (b *Backend) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRe
 		user = ins.Config.User
 	}
 	resp := &runtimeapi.ImageStatusResponse{Image: toCRIImage(ins.ID, ins.RepoTags, ins.RepoDigests, ins.Size, user)}
+	resp.Image.Pinned = b.isPauseImage(ins.RepoTags)
 	if req.Verbose {
 		resp.Info = map[string]string{"info": `{"os":"` + ins.Os + `","architecture":"` + ins.Architecture + `"}`}
 	}
@@ -137,7 +161,9 @@ func (b *Backend) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequ
 	}
 	out := make([]*runtimeapi.Image, 0, len(res.Items))
 	for _, s := range res.Items {
-		out = append(out, toCRIImage(s.ID, s.RepoTags, s.RepoDigests, s.Size, ""))
+		im := toCRIImage(s.ID, s.RepoTags, s.RepoDigests, s.Size, "")
+		im.Pinned = b.isPauseImage(s.RepoTags)
+		out = append(out, im)
 	}
 	return &runtimeapi.ListImagesResponse{Images: out}, nil
 }
