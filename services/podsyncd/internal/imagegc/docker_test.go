@@ -152,7 +152,7 @@ func TestImageGCOnDocker(t *testing.T) {
 
 	// img-0 is in use by a container that was created but never started.
 	sb, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
-		Metadata: &runtimeapi.PodSandboxMetadata{Name: "imagegc", Namespace: "default", Uid: "imagegc-uid"},
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: "imagegc", Namespace: "default", Uid: "imagegc-uid"},
 		LogDirectory: t.TempDir(), Linux: &runtimeapi.LinuxPodSandboxConfig{},
 	}})
 	if err != nil {
