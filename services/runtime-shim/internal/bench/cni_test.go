@@ -11,6 +11,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/microlet/microlet/internal/testenv/cninet"
 	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
 )
 
@@ -67,7 +68,7 @@ func sandboxRound(ctx context.Context, sh *shimtest.Shim, tag string, res *modeR
 // and the time to tear the 30 down. Run with -benchtime 1x.
 func BenchmarkCNIvsDockerBridge(b *testing.B) {
 	env := shimtest.Get(b)
-	n := shimtest.NewCNINet(b)
+	n := cninet.New(b)
 	n.Install(b, "10-bench.conflist", n.Conflist())
 	dockerShim := env.StartShim(b)
 	cniShim := env.StartShim(b, n.ShimArgs()...)
@@ -87,7 +88,7 @@ func BenchmarkCNIvsDockerBridge(b *testing.B) {
 					b.Fatalf("%s round %d: %v", m, r, err)
 				}
 				if m == "cni" {
-					if held := shimtest.Allocated(b, n.IPAMDir, n.Name); len(held) != 0 {
+					if held := cninet.Allocated(b, n.IPAMDir, n.Name); len(held) != 0 {
 						b.Fatalf("host-local still holds %d addresses after the teardown", len(held))
 					}
 				}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/microlet/microlet/internal/testenv/cninet"
 	"github.com/microlet/microlet/internal/testenv/registry"
 	"github.com/microlet/microlet/services/runtime-shim/internal/cni"
 	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
@@ -115,9 +116,9 @@ func freePort(t *testing.T) int32 {
 
 // checkReleased proves the sandbox left nothing behind: no address in
 // host-local's store, no NAT rule naming it, no pinned namespace or record.
-func checkReleased(t *testing.T, sh *shimtest.Shim, n *shimtest.CNINet, ipamDir, network string, p *cniPod) {
+func checkReleased(t *testing.T, sh *shimtest.Shim, n *cninet.Net, ipamDir, network string, p *cniPod) {
 	t.Helper()
-	if shimtest.Allocated(t, ipamDir, network)[p.IP] {
+	if cninet.Allocated(t, ipamDir, network)[p.IP] {
 		t.Errorf("host-local still holds %s of sandbox %s", p.IP, p.Sandbox)
 	}
 	if r := hostRules(p.Sandbox, " "+p.IP+"/32 "); len(r) > 0 {
@@ -151,7 +152,7 @@ func execOut(t *testing.T, ctx context.Context, sh *shimtest.Shim, id string, cm
 // namespace, and a second stop succeeds.
 func TestCNIPodNetwork(t *testing.T) {
 	env := shimtest.Get(t)
-	n := shimtest.NewCNINet(t)
+	n := cninet.New(t)
 	n.Install(t, "10-test.conflist", n.Conflist())
 	sh := env.StartShim(t, n.ShimArgs()...)
 	ctx := ctxT(t, 5*time.Minute)
@@ -172,7 +173,7 @@ func TestCNIPodNetwork(t *testing.T) {
 	if web.IP == cl.IP {
 		t.Fatalf("both pods got %s", web.IP)
 	}
-	held := shimtest.Allocated(t, n.IPAMDir, n.Name)
+	held := cninet.Allocated(t, n.IPAMDir, n.Name)
 	if !held[web.IP] || !held[cl.IP] || len(held) != 2 {
 		t.Fatalf("host-local holds %v, want exactly %s and %s", held, web.IP, cl.IP)
 	}
@@ -224,7 +225,7 @@ func TestCNIPodNetwork(t *testing.T) {
 		}
 		get(sh.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Sandbox})).must(t)
 	}
-	if got := shimtest.Allocated(t, n.IPAMDir, n.Name); len(got) != 0 {
+	if got := cninet.Allocated(t, n.IPAMDir, n.Name); len(got) != 0 {
 		t.Errorf("host-local still holds %v", got)
 	}
 	if p := bridgePorts(t, n.Bridge); p != 0 {
@@ -238,7 +239,7 @@ func TestCNIPodNetwork(t *testing.T) {
 // pinned namespace gone too (a reboot). Nothing leaks in any case.
 func TestCNIShimRestart(t *testing.T) {
 	env := shimtest.Get(t)
-	n := shimtest.NewCNINet(t)
+	n := cninet.New(t)
 	n.Install(t, "10-test.conflist", n.Conflist())
 	sh := env.StartShim(t, n.ShimArgs()...)
 	ctx := ctxT(t, 5*time.Minute)
@@ -249,7 +250,7 @@ func TestCNIShimRestart(t *testing.T) {
 		&runtimeapi.PortMapping{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 8080, HostPort: freePort(t)})
 	gone := runCNIPod(t, ctx, sh, "cni-gone", img, []string{"sleep", "3600"},
 		&runtimeapi.PortMapping{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: freePort(t)})
-	if held := shimtest.Allocated(t, n.IPAMDir, n.Name); len(held) != 3 {
+	if held := cninet.Allocated(t, n.IPAMDir, n.Name); len(held) != 3 {
 		t.Fatalf("host-local holds %v, want 3 addresses", held)
 	}
 
@@ -274,7 +275,7 @@ func TestCNIShimRestart(t *testing.T) {
 		get(sh2.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Sandbox})).must(t)
 		get(sh2.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Sandbox})).must(t)
 	}
-	if got := shimtest.Allocated(t, n.IPAMDir, n.Name); len(got) != 0 {
+	if got := cninet.Allocated(t, n.IPAMDir, n.Name); len(got) != 0 {
 		t.Errorf("host-local still holds %v", got)
 	}
 	if p := bridgePorts(t, n.Bridge); p != 0 {
@@ -288,7 +289,7 @@ func TestCNIShimRestart(t *testing.T) {
 // fixing the directory makes the network ready without a restart.
 func TestCNINotReady(t *testing.T) {
 	env := shimtest.Get(t)
-	n := shimtest.NewCNINet(t)
+	n := cninet.New(t)
 	sh := env.StartShim(t, n.ShimArgs()...)
 	ctx := ctxT(t, 5*time.Minute)
 	img := env.Registry.Image(registry.Busybox)
@@ -344,7 +345,7 @@ func TestCNINotReady(t *testing.T) {
 // operator's own config is left to win.
 func TestCNIPodCIDR(t *testing.T) {
 	env := shimtest.Get(t)
-	n := shimtest.NewCNINet(t)
+	n := cninet.New(t)
 	sh := env.StartShim(t, n.ShimArgs("--pod-network=bridge", "--cni-bridge="+n.Bridge)...)
 	ctx := ctxT(t, 5*time.Minute)
 	if c := networkCondition(t, ctx, sh); c.Status {
@@ -365,7 +366,7 @@ func TestCNIPodCIDR(t *testing.T) {
 	}
 	ipamDir := filepath.Join(sh.DataDir, "runtime-shim", "cni", "networks")
 	p := runCNIPod(t, ctx, sh, "cni-cidr", env.Registry.Image(registry.Busybox), []string{"sleep", "3600"})
-	if ip, err := netip.ParseAddr(p.IP); err != nil || !n.Subnet.Contains(ip) || !shimtest.Allocated(t, ipamDir, cni.GeneratedNetwork)[p.IP] {
+	if ip, err := netip.ParseAddr(p.IP); err != nil || !n.Subnet.Contains(ip) || !cninet.Allocated(t, ipamDir, cni.GeneratedNetwork)[p.IP] {
 		t.Fatalf("pod IP %q: want one of %s held by host-local in %s", p.IP, n.Subnet, ipamDir)
 	}
 	get(sh.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Sandbox})).must(t)
@@ -374,7 +375,7 @@ func TestCNIPodCIDR(t *testing.T) {
 	// An operator's config wins over the generated one, whatever its name.
 	n.Install(t, "zz-operator.conflist", n.Conflist())
 	p2 := runCNIPod(t, ctx, sh, "cni-operator", env.Registry.Image(registry.Busybox), []string{"sleep", "3600"})
-	if !shimtest.Allocated(t, n.IPAMDir, n.Name)[p2.IP] {
+	if !cninet.Allocated(t, n.IPAMDir, n.Name)[p2.IP] {
 		t.Fatalf("pod IP %q not from the operator's network", p2.IP)
 	}
 	get(sh.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p2.Sandbox})).must(t)

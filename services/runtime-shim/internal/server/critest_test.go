@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/microlet/microlet/internal/testenv/cninet"
 	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
 )
 
@@ -98,7 +99,7 @@ func TestCritestCNI(t *testing.T) {
 	}
 	bin := critestBinary(t)
 	env := shimtest.Get(t)
-	n := shimtest.NewCNINet(t)
+	n := cninet.New(t)
 	n.Install(t, "10-critest.conflist", n.Conflist())
 	runCritest(t, bin, env, `\[k8s.io\] Networking`, n.ShimArgs()...)
 }

@@ -1,4 +1,4 @@
-package shimtest
+package cninet
 
 import (
 	"crypto/rand"
@@ -14,21 +14,29 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+
+	"github.com/microlet/microlet/internal/testenv/controlplane"
 )
+
+// EnvRequire turns missing plugins (or not being root) into a failure
+// instead of a skip, as for every suite `make test` runs.
+const EnvRequire = "MICROLET_REQUIRE_CONTROLPLANE"
+
+func require() bool { return os.Getenv(EnvRequire) == "1" }
 
 // EnvCNIBinDir overrides where CNIPlugins looks for the plugins.
 const EnvCNIBinDir = "MICROLET_CNI_BIN_DIR"
 
-// CNIPluginNames are the plugins hack/build-cni-plugins.sh builds.
-var CNIPluginNames = []string{"bridge", "host-local", "loopback", "portmap", "firewall", "bandwidth"}
+// PluginNames are the plugins hack/build-cni-plugins.sh builds.
+var PluginNames = []string{"bridge", "host-local", "loopback", "portmap", "firewall", "bandwidth"}
 
 var pluginsPin = regexp.MustCompile(`(?m)^\s*(?:require\s+)?github\.com/containernetworking/plugins (v\S+)`)
 
-// CNIPlugins returns the directory of the CNI reference plugins built by
+// Plugins returns the directory of the CNI reference plugins built by
 // hack/build-cni-plugins.sh (the version test/cniplugins pins, in the
 // microlet cache) or $MICROLET_CNI_BIN_DIR. When they are missing the test
 // is skipped, or fails with MICROLET_REQUIRE_CONTROLPLANE=1.
-func CNIPlugins(t testing.TB) string {
+func Plugins(t testing.TB) string {
 	t.Helper()
 	dir, err := findCNIPlugins()
 	if err != nil {
@@ -43,7 +51,11 @@ func CNIPlugins(t testing.TB) string {
 func findCNIPlugins() (string, error) {
 	dir := os.Getenv(EnvCNIBinDir)
 	if dir == "" {
-		mod, err := os.ReadFile(filepath.Join(repoRoot(), "test", "cniplugins", "go.mod"))
+		root, err := controlplane.RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		mod, err := os.ReadFile(filepath.Join(root, "test", "cniplugins", "go.mod"))
 		if err != nil {
 			return "", err
 		}
@@ -65,7 +77,7 @@ func findCNIPlugins() (string, error) {
 		}
 		dir = filepath.Join(cache, "cni-plugins", string(m[1]))
 	}
-	for _, p := range CNIPluginNames {
+	for _, p := range PluginNames {
 		st, err := os.Stat(filepath.Join(dir, p))
 		if err != nil {
 			return "", err
@@ -77,11 +89,11 @@ func findCNIPlugins() (string, error) {
 	return dir, nil
 }
 
-// CNINet is one test's private pod network: its own bridge, a /24 of
+// Net is one test's private pod network: its own bridge, a /24 of
 // 10.244.0.0/16 that no address of this host lies in, its own
 // configuration and host-local directories. The bridge is deleted when the
 // test ends.
-type CNINet struct {
+type Net struct {
 	// Name is the network's name, Bridge its bridge device.
 	Name, Bridge string
 	Subnet       netip.Prefix
@@ -90,11 +102,11 @@ type CNINet struct {
 	BinDir, ConfDir, IPAMDir string
 }
 
-// NewCNINet makes the network (writing no configuration yet). It skips
-// like CNIPlugins, and when not root.
-func NewCNINet(t testing.TB) *CNINet {
+// New makes the network (writing no configuration yet). It skips like
+// Plugins, and when not root.
+func New(t testing.TB) *Net {
 	t.Helper()
-	bin := CNIPlugins(t)
+	bin := Plugins(t)
 	if os.Geteuid() != 0 {
 		if require() {
 			t.Fatal("the CNI plugins need root (network namespaces, iptables)")
@@ -104,7 +116,7 @@ func NewCNINet(t testing.TB) *CNINet {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	sfx := hex.EncodeToString(b)
-	n := &CNINet{Name: "mlt-" + sfx, Bridge: "mlt" + sfx, BinDir: bin, ConfDir: t.TempDir(), IPAMDir: t.TempDir()}
+	n := &Net{Name: "mlt-" + sfx, Bridge: "mlt" + sfx, BinDir: bin, ConfDir: t.TempDir(), IPAMDir: t.TempDir()}
 	for tries := 0; ; tries++ {
 		third, _ := rand.Int(rand.Reader, big.NewInt(150))
 		n.Subnet = netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", 100+third.Int64()))
@@ -132,7 +144,7 @@ func hostAddressIn(p netip.Prefix) bool {
 // Conflist is a bridge (no masquerade: tests stay on the node) with
 // host-local addresses, portmap, firewall (Docker's FORWARD policy is
 // DROP) and loopback.
-func (n *CNINet) Conflist() []byte {
+func (n *Net) Conflist() []byte {
 	plugins := []any{
 		map[string]any{"type": "bridge", "bridge": n.Bridge, "isGateway": true, "hairpinMode": true,
 			"ipam": map[string]any{"type": "host-local", "ranges": [][]map[string]string{{{"subnet": n.Subnet.String()}}},
@@ -146,7 +158,7 @@ func (n *CNINet) Conflist() []byte {
 }
 
 // Install writes data as file into the configuration directory.
-func (n *CNINet) Install(t testing.TB, file string, data []byte) {
+func (n *Net) Install(t testing.TB, file string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(n.ConfDir, file), data, 0o644); err != nil {
 		t.Fatal(err)
@@ -155,7 +167,7 @@ func (n *CNINet) Install(t testing.TB, file string, data []byte) {
 
 // ShimArgs are the runtime-shim flags of the cni mode on this network
 // (a missing directory first in the plugin path, which must not matter).
-func (n *CNINet) ShimArgs(extra ...string) []string {
+func (n *Net) ShimArgs(extra ...string) []string {
 	return append([]string{"--network-plugin=cni", "--cni-conf-dir=" + n.ConfDir, "--cni-bin-dir=/nonexistent," + n.BinDir}, extra...)
 }
 
