@@ -24,7 +24,7 @@ const EnvRequire = "MICROLET_REQUIRE_CONTROLPLANE"
 
 func require() bool { return os.Getenv(EnvRequire) == "1" }
 
-// EnvCNIBinDir overrides where CNIPlugins looks for the plugins.
+// EnvCNIBinDir overrides where Plugins looks for the plugins.
 const EnvCNIBinDir = "MICROLET_CNI_BIN_DIR"
 
 // PluginNames are the plugins hack/build-cni-plugins.sh builds.
