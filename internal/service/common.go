@@ -24,7 +24,7 @@ type Common struct {
 	NodeName        string        `yaml:"node_name" flag:"node-name" usage:"name of this node (default: the hostname, lower-cased)"`
 	Kubeconfig      string        `yaml:"kubeconfig" flag:"kubeconfig" usage:"kubeconfig of the API server; empty runs standalone, \"in-cluster\" uses the pod's service account"`
 	MetricsAddr     string        `yaml:"metrics_addr" flag:"metrics-addr" usage:"host:port to serve Prometheus /metrics on (off when empty)"`
-	Debug           bool          `yaml:"debug" flag:"debug" usage:"enable gRPC reflection and debug logs"`
+	Debug           bool          `yaml:"debug" flag:"debug" usage:"enable gRPC reflection and debug logs, and serve /debug/pprof/ on metrics_addr"`
 	LogLevel        string        `yaml:"log_level" flag:"log-level" usage:"log level: debug, info, warn, error"`
 	LogFormat       string        `yaml:"log_format" flag:"log-format" usage:"log format: text or json"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" flag:"shutdown-timeout" usage:"how long to drain calls on stop"`

@@ -14,9 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/klog/v2"
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/config"
@@ -109,13 +109,11 @@ func Execute(svc Service, args []string) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", svc.Name(), err)
 		return 2
 	}
-	log, err := NewLogger(c.LogLevel, c.LogFormat, os.Stderr)
+	log, err := setupLogging(c, svc.Name(), os.Stderr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", svc.Name(), err)
 		return 2
 	}
-	log = log.With("service", svc.Name())
-	slog.SetDefault(log)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -147,7 +145,7 @@ func Execute(svc Service, args []string) int {
 
 	var metricsSrv *http.Server
 	if c.MetricsAddr != "" {
-		metricsSrv, err = serveMetrics(c.MetricsAddr, reg, env.gatherers, log)
+		metricsSrv, err = ServeHTTP("metrics_addr", c.MetricsAddr, debugMux(c, reg, env.gatherers), log)
 		if err != nil {
 			_ = lis.Close()
 			fmt.Fprintf(os.Stderr, "%s: %v\n", svc.Name(), err)
@@ -276,21 +274,28 @@ func (p *selfProbe) close() {
 	}
 }
 
-func serveMetrics(addr string, reg *prometheus.Registry, extra []prometheus.Gatherer, log *slog.Logger) (*http.Server, error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics_addr %s: %w", addr, err)
-	}
+// debugMux serves /metrics, and /debug/pprof/ as well with --debug.
+func debugMux(c *Common, reg *prometheus.Registry, extra []prometheus.Gatherer) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(append(prometheus.Gatherers{reg}, extra...), promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server failed", "err", err)
-		}
-	}()
-	log.Info("serving metrics", "addr", lis.Addr().String())
-	return srv, nil
+	mux.Handle("/metrics", MetricsHandler(reg, extra...))
+	if c.Debug {
+		HandlePprof(mux)
+	}
+	return mux
+}
+
+// setupLogging builds the service's logger and makes it the process's: the
+// slog default, and klog's, so client-go's informers, event recorders and
+// the other Kubernetes libraries log in log_format through the same handler.
+func setupLogging(c *Common, name string, w *os.File) (*slog.Logger, error) {
+	log, err := NewLogger(c.LogLevel, c.LogFormat, w)
+	if err != nil {
+		return nil, err
+	}
+	log = log.With("service", name)
+	slog.SetDefault(log)
+	klog.SetSlogLogger(log)
+	return log, nil
 }
 
 // NewLogger builds the slog logger for a level and format name.

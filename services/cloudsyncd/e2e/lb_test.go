@@ -147,11 +147,10 @@ func reaches(t *testing.T, ip string, port int32, greeting string) {
 // metricsHave scrapes the process's --metrics-addr (found in its log) and
 // checks that every want appears in the exposition.
 func metricsHave(p *proc, want ...string) error {
-	_, rest, ok := strings.Cut(p.Out.String(), `msg="serving metrics" `)
+	_, rest, ok := strings.Cut(p.Out.String(), `setting=metrics_addr addr=`)
 	if !ok {
 		return errors.New("no metrics address logged")
 	}
-	_, rest, _ = strings.Cut(rest, "addr=")
 	addr, _, _ := strings.Cut(rest, "\n")
 	resp, err := http.Get("http://" + strings.Fields(addr)[0] + "/metrics")
 	if err != nil {

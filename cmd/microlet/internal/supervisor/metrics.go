@@ -1,14 +1,12 @@
 package supervisor
 
 import (
-	"errors"
-	"net"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/microlet/microlet/internal/service"
 )
 
 // metrics are the supervisor's own Prometheus series, served on
@@ -39,18 +37,11 @@ func newMetrics() *metrics {
 // serve starts the /metrics endpoint; a port already in use is the caller's
 // usage error.
 func (m *metrics) serve(addr string, s *Supervisor) (*http.Server, error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, usage("metrics_addr %s: %v", addr, err)
-	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("metrics server failed", "err", err)
-		}
-	}()
-	s.log.Info("serving metrics", "addr", lis.Addr().String())
+	mux.Handle("/metrics", service.MetricsHandler(m.registry))
+	srv, err := service.ServeHTTP("metrics_addr", addr, mux, s.log)
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
 	return srv, nil
 }

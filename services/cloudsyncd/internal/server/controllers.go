@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/klog/v2"
 
 	"github.com/microlet/microlet/internal/kubeclient"
 	"github.com/microlet/microlet/internal/service"
@@ -148,10 +147,6 @@ func (s *Server) registerControllers(env *service.Env) error {
 	if err != nil {
 		return err
 	}
-	// Upstream's controllers and client-go log through klog; send that to
-	// our logger. klog's logger may only be set before anything logs
-	// through it, so first, before the provider starts its informers.
-	klog.SetSlogLogger(env.Log.With("component", "controllers"))
 	key, kc := "cloud_kubeconfig", s.cfg.CloudKubeconfig
 	if kc == "" {
 		key, kc = "kubeconfig", s.cfg.Kubeconfig

@@ -145,7 +145,6 @@ func startRig(t *testing.T, o rigOpts) *rig {
 		serveUnix(t, filepath.Join(dir, "cloudsyncd.sock"), func(s *grpc.Server) { cloudsyncv1.RegisterCloudSyncServiceServer(s, r.cloud) })
 	}
 	s := New()
-	s.klogToSlog = false
 	s.cfg.RunDir = dir
 	s.cfg.NodeName = o.node
 	s.cfg.Kubeconfig = o.kubeconfig

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -12,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/internal/components"
@@ -110,13 +110,10 @@ type Server struct {
 	runtime  *sources.Runtime
 	cloud    *sources.Cloud
 	statsTTL *statsCache
-	// klogToSlog routes klog (process-global) to the service's logger; tests
-	// running several servers in one process turn it off.
-	klogToSlog bool
 }
 
 // New returns the service with its defaults.
-func New() *Server { return &Server{cfg: DefaultConfig(), clock: clock.RealClock{}, klogToSlog: true} }
+func New() *Server { return &Server{cfg: DefaultConfig(), clock: clock.RealClock{}} }
 
 // Name implements service.Service.
 func (s *Server) Name() string { return components.NodeStatusd }
@@ -248,10 +245,6 @@ func (s *Server) validate() error {
 
 // Run implements service.Service.
 func (s *Server) Run(ctx context.Context, env *service.Env) error {
-	if s.klogToSlog {
-		// client-go logs through klog; send it to ours.
-		klog.SetSlogLogger(env.Log)
-	}
 	h := host.New()
 	facts, err := h.Facts()
 	if err != nil {
@@ -280,11 +273,13 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	in.Machine = &setters.MachineCache{}
 
 	if s.cfg.PprofAddr != "" {
-		stop, err := servePprof(s.cfg.PprofAddr, env.Log)
+		mux := http.NewServeMux()
+		service.HandlePprof(mux)
+		srv, err := service.ServeHTTP("pprof_addr", s.cfg.PprofAddr, mux, env.Log)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		defer func() { _ = srv.Close() }()
 	}
 	sc := agent.SharedConfig{
 		RestConfig: s.restCfg,

@@ -1,0 +1,79 @@
+package service
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+)
+
+// klog (client-go's informers, event broadcasters) logs through the
+// service's handler, in its format and with its attributes.
+func TestKlogFollowsLogFormat(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	c := DefaultCommon()
+	c.LogFormat = "json"
+	if _, err := setupLogging(&c, "podconfig", f); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { klog.ClearLogger() })
+	klog.InfoS("informer started", "resource", "pods")
+	klog.ErrorS(errors.New("watch failed"), "reflector", "resource", "nodes")
+	klog.Flush()
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d log lines, want 2:\n%s", len(lines), b)
+	}
+	for i, want := range []struct{ msg, level, resource string }{{"informer started", "INFO", "pods"}, {"reflector", "ERROR", "nodes"}} {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &rec); err != nil {
+			t.Fatalf("line %d is not JSON (%v): %s", i, err, lines[i])
+		}
+		if rec["msg"] != want.msg || rec["level"] != want.level || rec["resource"] != want.resource || rec["service"] != "podconfig" {
+			t.Fatalf("line %d = %v, want msg %q level %s resource %s service podconfig", i, rec, want.msg, want.level, want.resource)
+		}
+	}
+}
+
+// The metrics server serves /metrics, and pprof only with --debug.
+func TestDebugMux(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "probe_total", Help: "h"}))
+	c := DefaultCommon()
+	for _, debug := range []bool{false, true} {
+		c.Debug = debug
+		mux := debugMux(&c, reg, nil)
+		get := func(path string) (int, string) {
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			b, _ := io.ReadAll(rec.Result().Body)
+			return rec.Code, string(b)
+		}
+		if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "probe_total 0") {
+			t.Fatalf("debug=%v: /metrics %d %q", debug, code, body)
+		}
+		want := http.StatusNotFound
+		if debug {
+			want = http.StatusOK
+		}
+		if code, _ := get("/debug/pprof/cmdline"); code != want {
+			t.Fatalf("debug=%v: /debug/pprof/cmdline %d, want %d", debug, code, want)
+		}
+	}
+}
