@@ -173,6 +173,11 @@ func TestCNIPodNetwork(t *testing.T) {
 	if web.IP == cl.IP {
 		t.Fatalf("both pods got %s", web.IP)
 	}
+	// A retried RunPodSandbox answers the running sandbox and attaches nothing more.
+	again := get(sh.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: web.Config})).must(t)
+	if again.PodSandboxId != web.Sandbox {
+		t.Fatalf("retried RunPodSandbox: %s, want %s", again.PodSandboxId, web.Sandbox)
+	}
 	held := cninet.Allocated(t, n.IPAMDir, n.Name)
 	if !held[web.IP] || !held[cl.IP] || len(held) != 2 {
 		t.Fatalf("host-local holds %v, want exactly %s and %s", held, web.IP, cl.IP)
@@ -236,7 +241,9 @@ func TestCNIPodNetwork(t *testing.T) {
 // TestCNIShimRestart kills runtime-shim after ADD and stops the sandboxes
 // through a new shim on the same data dir: with the pause container still
 // running, with it killed (a Docker restart), and with it killed and its
-// pinned namespace gone too (a reboot). Nothing leaks in any case.
+// pinned namespace gone too (a reboot); a sandbox whose container and
+// checkpoint vanished meanwhile is torn down by the new shim on its own.
+// Nothing leaks in any case.
 func TestCNIShimRestart(t *testing.T) {
 	env := shimtest.Get(t)
 	n := cninet.New(t)
@@ -250,11 +257,21 @@ func TestCNIShimRestart(t *testing.T) {
 		&runtimeapi.PortMapping{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 8080, HostPort: freePort(t)})
 	gone := runCNIPod(t, ctx, sh, "cni-gone", img, []string{"sleep", "3600"},
 		&runtimeapi.PortMapping{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: freePort(t)})
-	if held := cninet.Allocated(t, n.IPAMDir, n.Name); len(held) != 3 {
-		t.Fatalf("host-local holds %v, want 3 addresses", held)
+	orphan := runCNIPod(t, ctx, sh, "cni-orphan", img, []string{"sleep", "3600"})
+	if held := cninet.Allocated(t, n.IPAMDir, n.Name); len(held) != 4 {
+		t.Fatalf("host-local holds %v, want 4 addresses", held)
 	}
 
 	sh.Kill()
+	// The orphan's container and checkpoint go while no shim runs (a crash
+	// inside RemovePodSandbox): the next shim finds only its network record
+	// and tears it down before it serves.
+	if _, err := env.Docker.ContainerRemove(ctx, orphan.Sandbox, client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(sh.DataDir, "runtime-shim", "sandboxes", orphan.Sandbox+".json")); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []*cniPod{killed, gone} {
 		if _, err := env.Docker.ContainerKill(ctx, p.Sandbox, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 			t.Fatal(err)
@@ -265,6 +282,7 @@ func TestCNIShimRestart(t *testing.T) {
 		t.Fatalf("unmount the pinned namespace %s: %v", pin, err)
 	}
 	sh2 := env.StartShim(t, n.ShimArgs("--data-dir="+sh.DataDir)...)
+	checkReleased(t, sh2, n, n.IPAMDir, n.Name, orphan)
 	for _, p := range []*cniPod{running, killed, gone} {
 		st := get(sh2.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.Sandbox})).must(t)
 		if st.Status.GetNetwork().GetIp() != p.IP {
