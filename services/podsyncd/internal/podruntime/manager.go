@@ -82,6 +82,9 @@ type Options struct {
 	// started container's log, as the kubelet makes in /var/log/containers;
 	// empty makes none.
 	LogSymlinkDir string
+	// Actuated records the resources given to each container; nil turns
+	// in-place resize off (a resized container keeps its resources).
+	Actuated ActuatedState
 }
 
 // Reason is a container's waiting reason remembered between syncs.
@@ -254,6 +257,9 @@ type Actions struct {
 	// KillGrace overrides the grace period of some kills (a probe's
 	// terminationGracePeriodSeconds).
 	KillGrace map[string]*int64
+	// Resize lists the in-place updates of running containers by resource
+	// (memory, CPU), decreases before increases.
+	Resize map[corev1.ResourceName][]ContainerUpdate
 }
 
 // restartAllowed says whether a container that exited with code may start again.
@@ -360,6 +366,8 @@ func (m *Manager) ComputePodActions(pod *corev1.Pod, st *PodStatus) Actions {
 						a.KillGrace[cs.ID] = grace
 					}
 					start = true
+				} else if !m.computeResize(pod, c, true, cs, &a) {
+					start = true // its resizePolicy asks for a restart
 				}
 			}
 			if initialized {
@@ -429,6 +437,10 @@ func (m *Manager) ComputePodActions(pod *corev1.Pod, st *PodStatus) Actions {
 				if restartAllowed(pod, c, 137) {
 					a.Start = append(a.Start, i)
 				}
+			} else if !m.computeResize(pod, c, false, cs, &a) {
+				// Its resizePolicy asks for a restart, whatever the pod's
+				// restart policy.
+				a.Start = append(a.Start, i)
 			}
 		case cs.State == StateExited:
 			if restartAllowed(pod, c, cs.ExitCode) {
@@ -458,6 +470,8 @@ type SyncResult struct {
 	Requeue time.Duration
 	// Errors met; the pod's next sync retries.
 	Errors []error
+	// ResizeError is set when an in-place resize failed.
+	ResizeError *ResizeError
 }
 
 func (r *SyncResult) fail(err error) { r.Errors = append(r.Errors, err) }
@@ -534,6 +548,12 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) S
 	for _, i := range a.StartEphemeral {
 		c := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
 		m.startOne(ctx, pod, c, kindEphemeral, st, sandboxID, sbConfig, &res)
+	}
+	if len(a.Resize) > 0 {
+		if err := m.doResize(ctx, pod, &a); err != nil {
+			res.ResizeError = err
+			res.fail(err)
+		}
 	}
 	if a.NextInit >= 0 {
 		c := &pod.Spec.InitContainers[a.NextInit]
@@ -619,6 +639,7 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 		return
 	}
 	m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeNormal, events.Created, "Container created")
+	m.recordActuated(pod, c, kind)
 	if _, err := m.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
 		m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeWarning, events.Failed, "Error: "+grpcMessage(err))
 		m.setReason(pod.UID, c.Name, &Reason{ReasonRunContainerError, err.Error()})

@@ -3,7 +3,9 @@ package podruntime
 import (
 	"math"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -18,6 +20,8 @@ type ContainerResources struct {
 	CPULimit *resource.Quantity
 	// MemoryLimit is the memory limit in bytes.
 	MemoryLimit *resource.Quantity
+	// MemoryRequest is not known to any runtime: it is the actuated one.
+	MemoryRequest *resource.Quantity
 }
 
 // CPU conversion constants of the kubelet's cgroup manager (pkg/kubelet/cm).
@@ -70,4 +74,27 @@ func containerResources(r *runtimeapi.ContainerResources) *ContainerResources {
 		return nil
 	}
 	return out
+}
+
+// withActuated fills what the runtime did not report from the container's
+// actuated resources, as the kubelet's toKubeContainerStatus does: all of it
+// when the runtime reported nothing, else the memory request.
+func (m *Manager) withActuated(uid types.UID, name string, r *ContainerResources) *ContainerResources {
+	if m.opts.Actuated == nil || (r != nil && r.MemoryRequest != nil) {
+		return r
+	}
+	act, ok := m.opts.Actuated.Actuated(uid, name)
+	if !ok {
+		return r
+	}
+	if r == nil {
+		return &ContainerResources{
+			CPURequest: act.Requests.Cpu(), CPULimit: act.Limits.Cpu(),
+			MemoryRequest: act.Requests.Memory(), MemoryLimit: act.Limits.Memory(),
+		}
+	}
+	if q := act.Requests[corev1.ResourceMemory]; !q.IsZero() {
+		r.MemoryRequest = &q
+	}
+	return r
 }

@@ -176,7 +176,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, 
 		if s.Metadata != nil {
 			cs.Attempt = int(s.Metadata.Attempt)
 		}
-		cs.Resources = containerResources(s.Resources)
+		cs.Resources = m.withActuated(uid, cs.Name, containerResources(s.Resources))
 		if s.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 			// The kubelet appends the container's own termination message
 			// to the runtime's.

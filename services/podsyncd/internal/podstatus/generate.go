@@ -31,6 +31,9 @@ type Input struct {
 	// Probes says whether running containers are started and ready; nil
 	// counts every running container as both.
 	Probes Probes
+	// ResizeConditions are the pod's PodResizePending and
+	// PodResizeInProgress conditions; a terminal pod shows none.
+	ResizeConditions []corev1.PodCondition
 }
 
 // Probes are the prober's verdicts on running container instances.
@@ -82,6 +85,9 @@ func Generate(in Input) corev1.PodStatus {
 	}
 	applyDeadline(in, &st)
 	st.Conditions = conditions(in, &st)
+	if st.Phase != corev1.PodSucceeded && st.Phase != corev1.PodFailed && len(in.ResizeConditions) > 0 {
+		st.Conditions = append(append([]corev1.PodCondition{}, in.ResizeConditions...), st.Conditions...)
+	}
 	return st
 }
 

@@ -11,8 +11,10 @@ import (
 // resources are the container's requests; the resources are its requests
 // and limits, where for a running container the CPU request, CPU limit and
 // memory limit the runtime reports replace the spec's (kept from the
-// previous status of the same instance when the runtime says nothing). The
-// spec is the allocation: podsyncd does not resize containers in place yet.
+// previous status of the same instance when the runtime says nothing), and
+// the memory request is the actuated one. spec is the allocated container
+// (the pod spec with the allocation applied), so during a resize the
+// resources show what the container really has.
 func setResources(cs *corev1.ContainerStatus, spec *corev1.Container, rt *podruntime.ContainerStatus, old *corev1.ContainerStatus) {
 	cs.AllocatedResources = spec.Resources.Requests
 	cs.Resources = statusResources(cs, spec, rt, old)
@@ -68,8 +70,12 @@ func statusResources(cs *corev1.ContainerStatus, spec *corev1.Container, rt *pod
 		default:
 			keep(corev1.ResourceCPU, requests, res.Requests)
 		}
-		// No runtime reports a memory request.
-		keep(corev1.ResourceMemory, requests, res.Requests)
+		// No runtime reports a memory request: it is the actuated one.
+		if got.MemoryRequest != nil {
+			res.Requests[corev1.ResourceMemory] = got.MemoryRequest.DeepCopy()
+		} else {
+			keep(corev1.ResourceMemory, requests, res.Requests)
+		}
 	}
 	return res
 }

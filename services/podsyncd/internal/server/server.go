@@ -20,6 +20,7 @@ import (
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
+	"github.com/microlet/microlet/services/podsyncd/internal/allocation"
 	"github.com/microlet/microlet/services/podsyncd/internal/containergc"
 	"github.com/microlet/microlet/services/podsyncd/internal/containerlogs"
 	"github.com/microlet/microlet/services/podsyncd/internal/dns"
@@ -250,6 +251,11 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	if err != nil {
 		env.Log.Warn("machine memory unknown; Burstable containers get OOM score adjustment 999", "err", err)
 	}
+	// Allocated and actuated resources (in-place resize) survive restarts.
+	alloc, err := allocation.Open(filepath.Join(c.DataDir, "allocation"))
+	if err != nil {
+		return err
+	}
 	rm := podruntime.NewManager(&timeoutRuntime{RuntimeServiceClient: rt, timeout: c.RuntimeTimeout}, img, podruntime.Options{
 		LogRoot:        c.PodLogsDir,
 		RuntimeName:    runtimeName,
@@ -264,6 +270,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		Services:       services,
 		Recorder:       recorder,
 		LogSymlinkDir:  c.ContainerLogSymlinkDir,
+		Actuated:       alloc,
 	})
 	gc := containergc.New(rt, c.gcPolicy(), containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.ContainerLogSymlinkDir, Log: env.Log})
 	logPolicy, _ := c.logPolicy() // validated in Register
@@ -274,7 +281,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		statusdv1.NewStatusServiceClient(conns[components.Statusd]),
 		nodestatusv1.NewNodeStatusServiceClient(conns[components.NodeStatusd]),
 		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod,
-			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod})
+			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod, Allocation: alloc})
 	env.Ready()
 	s.loop.Run(ctx)
 	return nil

@@ -18,6 +18,7 @@ import (
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
 	"github.com/microlet/microlet/services/podsyncd/internal/admission"
+	"github.com/microlet/microlet/services/podsyncd/internal/allocation"
 	"github.com/microlet/microlet/services/podsyncd/internal/containergc"
 	"github.com/microlet/microlet/services/podsyncd/internal/desired"
 	"github.com/microlet/microlet/services/podsyncd/internal/pleg"
@@ -37,6 +38,9 @@ type Options struct {
 	ContainerGC       *containergc.GC
 	ContainerGCPeriod time.Duration
 	Clock             clock.Clock
+	// Allocation holds the allocated and actuated resources and the resize
+	// conditions (in-place resize); nil runs every pod at its spec.
+	Allocation *allocation.State
 }
 
 // Loop is the sync loop.
@@ -198,6 +202,7 @@ func (l *Loop) admit(pod *corev1.Pod) bool {
 	defer cancel()
 	// Pods that already have runtime state (podsyncd restarted) are adopted.
 	if st, err := l.rm.GetPodStatus(ctx, pod.UID); err == nil && len(st.Sandboxes) > 0 {
+		l.allocate(pod)
 		l.mu.Lock()
 		l.admitted[pod.UID] = pod
 		l.mu.Unlock()
@@ -220,6 +225,9 @@ func (l *Loop) admit(pod *corev1.Pod) bool {
 		running = append(running, p)
 	}
 	l.mu.Unlock()
+	for i, p := range running {
+		running[i] = l.allocated(p)
+	}
 	res := admission.Admit(pod, node, running)
 	if !res.Admit {
 		l.log.Info("pod rejected", "pod", pod.Namespace+"/"+pod.Name, "reason", res.Reason, "message", res.Message)
@@ -230,6 +238,7 @@ func (l *Loop) admit(pod *corev1.Pod) bool {
 		l.report(ctx, pod, &st)
 		return false
 	}
+	l.allocate(pod)
 	l.mu.Lock()
 	l.admitted[pod.UID] = pod
 	l.mu.Unlock()
@@ -286,11 +295,16 @@ func (l *Loop) hostIPs(ctx context.Context) []string {
 // --- podworkers.Handler ---
 
 // SyncPod runs the runtime actions for a pod and reports its status.
-func (l *Loop) SyncPod(ctx context.Context, pod *corev1.Pod) (bool, time.Duration, error) {
+func (l *Loop) SyncPod(ctx context.Context, spec *corev1.Pod) (bool, time.Duration, error) {
+	// The runtime runs, and the status shows, the allocated resources; a
+	// resize of the spec is admitted (or left pending) first.
+	l.handleResize(ctx, spec)
+	pod := l.allocated(spec)
 	st, err := l.rm.GetPodStatus(ctx, pod.UID)
 	if err != nil {
 		return false, 0, err
 	}
+	l.resizeProgress(pod, st, nil)
 	pre := l.generate(ctx, pod, st, false)
 	if pre.Phase == corev1.PodSucceeded || pre.Phase == corev1.PodFailed {
 		l.report(ctx, pod, &pre)
@@ -306,6 +320,7 @@ func (l *Loop) SyncPod(ctx context.Context, pod *corev1.Pod) (bool, time.Duratio
 	res := l.rm.SyncPod(ctx, pod, st)
 	started := pre.StartTime
 	if st2, err := l.rm.GetPodStatus(ctx, pod.UID); err == nil {
+		l.resizeProgress(pod, st2, res.ResizeError)
 		l.probes.Sync(pod, st2)
 		post := l.generate(ctx, pod, st2, false)
 		l.report(ctx, pod, &post)
@@ -325,7 +340,7 @@ func (l *Loop) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace *i
 		return err
 	}
 	if st, err = l.rm.GetPodStatus(ctx, pod.UID); err == nil {
-		final := l.generate(ctx, pod, st, true)
+		final := l.generate(ctx, l.allocated(pod), st, true)
 		l.report(ctx, pod, &final)
 	}
 	return nil
@@ -352,6 +367,11 @@ func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bo
 		delete(l.evicted, pod.UID)
 		l.mu.Unlock()
 		l.rm.Forget(pod.UID)
+		if a := l.opts.Allocation; a != nil {
+			if err := a.Remove(pod.UID); err != nil {
+				l.log.Warn("could not drop the pod's allocation", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+			}
+		}
 	}
 	return nil
 }
@@ -361,7 +381,7 @@ func (l *Loop) generate(ctx context.Context, pod *corev1.Pod, st *podruntime.Pod
 	out := podstatus.Generate(podstatus.Input{
 		Pod: pod, Runtime: st, Reasons: l.rm.Reasons(pod.UID), ContainerID: l.rm.ContainerID,
 		Terminal: terminal, HostIPs: l.hostIPs(ctx), Now: now, Previous: l.lastStatus(pod.UID),
-		Probes: l.probes,
+		Probes: l.probes, ResizeConditions: l.resizeConditions(pod),
 	})
 	l.applyEviction(pod.UID, &out, now)
 	l.deadlineEvent(pod, &out)
@@ -542,6 +562,11 @@ func (l *Loop) cleanup(ctx context.Context) {
 		grace := int64(2)
 		if err := l.rm.KillPod(ctx, nil, st, &grace); err == nil {
 			_ = l.rm.RemovePod(ctx, st)
+		}
+	}
+	if a := l.opts.Allocation; a != nil {
+		if err := a.RemoveOrphans(want); err != nil {
+			l.log.Warn("could not drop orphaned allocations", "err", err)
 		}
 	}
 	if l.status != nil {

@@ -39,9 +39,14 @@ var kubeletConditions = []corev1.PodConditionType{
 // their status does not change.
 var transitionTracked = append(slices.Clone(kubeletConditions), corev1.DisruptionTarget)
 
+// resizeConditions are the kubelet's in-place resize conditions: owned by
+// the kubelet (absent from its status means gone), their transition times
+// set by podsyncd.
+var resizeConditions = []corev1.PodConditionType{corev1.PodResizePending, corev1.PodResizeInProgress}
+
 // IsKubeletCondition reports whether the kubelet owns conditions of type t.
 func IsKubeletCondition(t corev1.PodConditionType) bool {
-	return slices.Contains(kubeletConditions, t)
+	return slices.Contains(kubeletConditions, t) || slices.Contains(resizeConditions, t)
 }
 
 // IsSharedCondition reports whether t is written by the kubelet and by
