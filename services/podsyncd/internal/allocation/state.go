@@ -113,15 +113,12 @@ func (s *State) saveLocked() error {
 	return nil
 }
 
-// IsResizable says whether a container's resources can change in place: a
-// regular container or a restartable init container (sidecar), as the
-// kubelet's IsResizableContainer without the init-container gate.
-func IsResizable(c *corev1.Container, init bool) bool {
-	if !init {
-		return true
-	}
-	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
-}
+// IsResizable says whether a container's resources can change in place:
+// regular and init containers (InPlacePodVerticalScalingInitContainers is on
+// by default in 1.36), not ephemeral ones, as the kubelet's
+// IsResizableContainer. A non-restartable init container is only ever
+// resized in its allocation: it does not run once the pod is initialized.
+func IsResizable(_ *corev1.Container, _ bool) bool { return true }
 
 // FromPod is the allocation a pod's spec asks for.
 func FromPod(pod *corev1.Pod) PodResources {

@@ -160,7 +160,7 @@ func (m *Manager) doResize(ctx context.Context, pod *corev1.Pod, a *Actions) *Re
 
 // recordActuated notes a new container's resources as actuated.
 func (m *Manager) recordActuated(pod *corev1.Pod, c *corev1.Container, kind containerKind) {
-	if m.opts.Actuated == nil || kind == kindEphemeral || (kind == kindInit && !isSidecar(c)) {
+	if m.opts.Actuated == nil || kind == kindEphemeral {
 		return
 	}
 	if err := m.opts.Actuated.SetActuated(pod.UID, c.Name, *c.Resources.DeepCopy()); err != nil {
