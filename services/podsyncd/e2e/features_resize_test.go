@@ -176,9 +176,10 @@ func res(cpuReq, cpuLim, memReq, memLim string) corev1.ResourceRequirements {
 
 // sharesOf and quotaOf are the kubelet's CPU shares and CFS quota (100 ms
 // period) for r.
-func sharesOf(r corev1.ResourceRequirements) int64 { return r.Requests.Cpu().MilliValue() * 1024 / 1000 }
-func quotaOf(r corev1.ResourceRequirements) int64  { return r.Limits.Cpu().MilliValue() * 100 }
-
+func sharesOf(r corev1.ResourceRequirements) int64 {
+	return r.Requests.Cpu().MilliValue() * 1024 / 1000
+}
+func quotaOf(r corev1.ResourceRequirements) int64 { return r.Limits.Cpu().MilliValue() * 100 }
 
 // resize patches the pod's container resources through pods/resize.
 func (s *stack) resize(t *testing.T, name string, want map[string]corev1.ResourceRequirements) {
