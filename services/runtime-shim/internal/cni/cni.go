@@ -162,7 +162,7 @@ func (m *Manager) SetUp(ctx context.Context, sandboxID string, pid int, c *runti
 	md := c.GetMetadata()
 	rec := &record{
 		SandboxID: sandboxID, NetNS: filepath.Join(m.opts.DataDir, "netns", sandboxID), IfName: IfName,
-		Network: n.list.Name, CNIVersion: n.list.CNIVersion, File: n.file,
+		Network: n.list.Name, CNIVersion: n.list.CNIVersion, File: n.file, DisableCheck: n.list.DisableCheck,
 		Args: [][2]string{
 			{"IgnoreUnknown", "1"},
 			{"K8S_POD_NAMESPACE", md.GetNamespace()},
@@ -231,6 +231,40 @@ func (m *Manager) tearDown(ctx context.Context, rec *record) error {
 		return err
 	}
 	m.log.Debug("CNI DEL", "sandbox", rec.SandboxID, "network", rec.Network)
+	return nil
+}
+
+// Check runs CHECK for the sandbox's attachment with the configuration
+// and arguments of its ADD. It is nil when the plugins find everything in
+// place, and also when the network opts out (disableCheck) or predates
+// CHECK (CNI before 0.4.0); an error when the sandbox is not attached or a
+// plugin finds something missing.
+func (m *Manager) Check(ctx context.Context, sandboxID string) error {
+	defer m.lock(sandboxID)()
+	rec, err := m.recs.get(sandboxID)
+	if errors.Is(err, os.ErrNotExist) {
+		return errors.New("not attached")
+	}
+	if err != nil {
+		return err
+	}
+	if !rec.Added {
+		return errors.New("ADD did not complete")
+	}
+	if rec.DisableCheck {
+		return nil
+	}
+	list, err := rec.list()
+	if err != nil {
+		return err
+	}
+	err = m.cni.CheckNetworkList(ctx, list, rec.runtimeConf())
+	if errors.Is(err, libcni.ErrorCheckNotSupp) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("network %q (%s): %w", rec.Network, rec.File, err)
+	}
 	return nil
 }
 

@@ -12,7 +12,8 @@
 // (written before ADD, completed with the result after) keeps the
 // configuration, arguments and pod IPs on disk, so TearDown (DEL) works the
 // same after a restart of runtime-shim or Docker, with a changed or removed
-// configuration, and a second time (nothing left to do).
+// configuration, and a second time (nothing left to do); Check (CHECK)
+// uses the same record.
 //
 // With a pod network kind ("bridge", kubenet's behaviour), UpdatePodCIDR
 // writes a bridge + host-local + portmap + firewall + loopback configuration for the

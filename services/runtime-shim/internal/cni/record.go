@@ -25,6 +25,8 @@ type record struct {
 	CNIVersion string            `json:"cni_version"`
 	Plugins    []json.RawMessage `json:"plugins"`
 	File       string            `json:"file"`
+	// DisableCheck is the list's disableCheck: CHECK is not to be run.
+	DisableCheck bool `json:"disable_check,omitempty"`
 	// Args and CapabilityArgs are the CNI_ARGS and runtimeConfig of ADD.
 	Args           [][2]string    `json:"args"`
 	CapabilityArgs map[string]any `json:"capability_args,omitempty"`

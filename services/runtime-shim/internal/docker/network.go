@@ -26,8 +26,8 @@ type NetworkPlugin interface {
 	TearDown(ctx context.Context, sandboxID string) error
 	// PodIPs are the sandbox's addresses, the primary one first.
 	PodIPs(sandboxID string) []string
-	// Attached reports whether the sandbox is attached.
-	Attached(sandboxID string) bool
+	// Check is nil when the sandbox's attachment is complete and in place.
+	Check(ctx context.Context, sandboxID string) error
 	// Sandboxes lists the sandboxes the plugin holds state for.
 	Sandboxes() []string
 	// UpdatePodCIDR takes the node's pod CIDRs (comma-separated).

@@ -107,11 +107,21 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 					return nil, err
 				}
 			}
-			// A pause container started again has a new namespace to attach.
-			if b.opts.Network != nil && ct.HostConfig != nil && ct.HostConfig.NetworkMode == "none" &&
-				(ct.State == nil || !ct.State.Running || !b.opts.Network.Attached(ct.ID)) {
-				if err := b.attachNetwork(ctx, ct.ID, c); err != nil {
-					return nil, err
+			// A pause container started again has a new namespace to
+			// attach; a running one is checked (CNI CHECK) and attached
+			// again when something is missing.
+			if b.opts.Network != nil && ct.HostConfig != nil && ct.HostConfig.NetworkMode == "none" {
+				reattach := ct.State == nil || !ct.State.Running
+				if !reattach {
+					if err := b.opts.Network.Check(ctx, ct.ID); err != nil {
+						b.log.Warn("pod network check failed; attaching the sandbox again", "sandbox", ct.ID, "err", err)
+						reattach = true
+					}
+				}
+				if reattach {
+					if err := b.attachNetwork(ctx, ct.ID, c); err != nil {
+						return nil, err
+					}
 				}
 			}
 			return &runtimeapi.RunPodSandboxResponse{PodSandboxId: ct.ID}, nil

@@ -399,3 +399,49 @@ func TestCNIPodCIDR(t *testing.T) {
 	get(sh.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p2.Sandbox})).must(t)
 	checkReleased(t, sh, n, n.IPAMDir, n.Name, p2)
 }
+
+// TestCNICheckRepairs: a retried RunPodSandbox of a running sandbox runs
+// CNI CHECK; with the pod's veth deleted behind the shim's back CHECK
+// fails, and the sandbox is torn down and attached again: the pod has an
+// eth0 with an address again, and host-local holds exactly that one.
+func TestCNICheckRepairs(t *testing.T) {
+	env := shimtest.Get(t)
+	n := cninet.New(t)
+	n.Install(t, "10-test.conflist", n.Conflist())
+	sh := env.StartShim(t, n.ShimArgs()...)
+	ctx := ctxT(t, 5*time.Minute)
+	p := runCNIPod(t, ctx, sh, "cni-check", env.Registry.Image(registry.Busybox), []string{"sleep", "3600"})
+
+	// Everything in place: CHECK passes, the sandbox keeps its address.
+	get(sh.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: p.Config})).must(t)
+	if st := get(sh.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.Sandbox})).must(t); st.Status.GetNetwork().GetIp() != p.IP {
+		t.Fatalf("IP %q after a passing CHECK, had %s", st.Status.GetNetwork().GetIp(), p.IP)
+	}
+
+	ports, err := os.ReadDir(filepath.Join("/sys/class/net", n.Bridge, "brif"))
+	if err != nil || len(ports) != 1 {
+		t.Fatalf("bridge ports: %v %v", ports, err)
+	}
+	if out, err := exec.Command("ip", "link", "del", ports[0].Name()).CombinedOutput(); err != nil {
+		t.Fatalf("delete the pod's veth: %v %s", err, out)
+	}
+	if out, err := execOut(t, ctx, sh, p.Container, "ip", "-o", "link", "show", "eth0"); err == nil {
+		t.Fatalf("eth0 still there after its peer went: %q", out)
+	}
+
+	again := get(sh.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: p.Config})).must(t)
+	if again.PodSandboxId != p.Sandbox {
+		t.Fatalf("retried RunPodSandbox: %s, want %s", again.PodSandboxId, p.Sandbox)
+	}
+	st := get(sh.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.Sandbox})).must(t)
+	ip := st.Status.GetNetwork().GetIp()
+	if held := cninet.Allocated(t, n.IPAMDir, n.Name); len(held) != 1 || !held[ip] {
+		t.Fatalf("host-local holds %v, want only the new attachment's %q", held, ip)
+	}
+	if out, err := execOut(t, ctx, sh, p.Container, "ip", "-o", "-4", "addr", "show", "eth0"); err != nil || !strings.Contains(out, ip+"/") {
+		t.Fatalf("eth0 after the repair: %q %v", out, err)
+	}
+	get(sh.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Sandbox})).must(t)
+	p.IP = ip
+	checkReleased(t, sh, n, n.IPAMDir, n.Name, p)
+}
