@@ -3,12 +3,14 @@ package grpcclient
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/microlet/microlet/internal/socket"
 )
@@ -58,7 +60,7 @@ func Check(ctx context.Context, cc *grpc.ClientConn, service string) (healthpb.H
 
 // WaitServing polls health until SERVING or ctx ends, returning the last error.
 func WaitServing(ctx context.Context, cc *grpc.ClientConn, service string) error {
-	tick := 50 * time.Millisecond
+	delay := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: time.Second}.DelayFunc()
 	var last error
 	for {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -75,10 +77,7 @@ func WaitServing(ctx context.Context, cc *grpc.ClientConn, service string) error
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s not serving: %w (last: %v)", cc.Target(), ctx.Err(), last)
-		case <-time.After(tick):
-		}
-		if tick < time.Second {
-			tick *= 2
+		case <-time.After(delay()):
 		}
 	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"log/slog"
+	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +14,7 @@ import (
 
 // DefaultBackoff is the reconnect backoff used when Watcher.Backoff is zero:
 // 100 ms doubling to 5 s, with 20% jitter.
-var DefaultBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Second}
+var DefaultBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 5 * time.Second}
 
 // Update is one decoded podconfig update: an operation of one source on its
 // pods.

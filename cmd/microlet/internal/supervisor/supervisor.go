@@ -457,7 +457,7 @@ func (s *Supervisor) awaitServing(ctx context.Context, c *child, p *process) {
 // dependents start only then; afterwards `status` probes it on demand.
 func (s *Supervisor) watchExternal(ctx context.Context, c *child) {
 	s.log.Info("waiting for external service", "component", c.name, "endpoint", c.endpoint)
-	tick := 100 * time.Millisecond
+	delay := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 2 * time.Second}.DelayFunc()
 	lastLog := s.clock.Now()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -476,9 +476,8 @@ func (s *Supervisor) watchExternal(ctx context.Context, c *child) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.clock.After(tick):
+		case <-s.clock.After(delay()):
 		}
-		tick = min(2*tick, 2*time.Second)
 	}
 }
 

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/utils/clock"
@@ -26,9 +28,11 @@ const (
 	UpdateRetries = 5
 	// MaxBackoff bounds the wait between tries to make sure the Lease exists.
 	MaxBackoff = 7 * time.Second
-	// firstBackoff is doubled before the first wait (200 ms), as upstream.
-	firstBackoff = 100 * time.Millisecond
 )
+
+// ensureBackoff spaces the tries to make sure the Lease exists: 200 ms
+// doubling to MaxBackoff, as upstream's lease controller.
+var ensureBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: MaxBackoff}
 
 // RenewInterval is the kubelet's renew interval for a lease duration.
 func RenewInterval(durationSeconds int32) time.Duration {
@@ -49,7 +53,7 @@ type Renewer struct {
 	// latest is the Lease as the API server last returned it, without
 	// managed fields (an update that carries none leaves them alone).
 	latest  *coordinationv1.Lease
-	backoff time.Duration
+	backoff wait.Backoff
 }
 
 // New returns the Renewer of node's Lease in kube-node-lease. The owner
@@ -64,7 +68,7 @@ func New(clk clock.PassiveClock, leases coordclient.LeaseInterface, node string,
 		log = slog.Default()
 	}
 	return &Renewer{clock: clk, leases: leases, node: node, duration: durationSeconds, nodes: nodes,
-		onRepeatedFailure: onRepeatedFailure, log: log, backoff: firstBackoff}
+		onRepeatedFailure: onRepeatedFailure, log: log, backoff: ensureBackoff}
 }
 
 // Renew is one pass of the kubelet's lease controller: update the latest
@@ -86,11 +90,11 @@ func (r *Renewer) Renew(ctx context.Context) time.Duration {
 		if ctx.Err() != nil {
 			return 0
 		}
-		r.backoff = min(2*r.backoff, MaxBackoff)
-		r.log.Error("failed to ensure lease exists, will retry", "node", r.node, "err", err, "interval", r.backoff)
-		return r.backoff
+		d := r.backoff.Step()
+		r.log.Error("failed to ensure lease exists, will retry", "node", r.node, "err", err, "interval", d)
+		return d
 	}
-	r.backoff = firstBackoff
+	r.backoff = ensureBackoff
 	r.latest = lease
 	if !created {
 		if err := r.update(ctx); err != nil {

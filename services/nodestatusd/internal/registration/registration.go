@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	nodeutil "k8s.io/component-helpers/node/util"
 
@@ -183,20 +185,20 @@ const (
 // it succeeds or ctx ends. initial is called before every try so it can
 // pick up cloud metadata that arrived meanwhile.
 func Register(ctx context.Context, client kubernetes.Interface, initial func(context.Context) *corev1.Node, log *slog.Logger) error {
-	step := InitialBackoff
+	delay := wait.Backoff{Duration: InitialBackoff, Factor: 2, Steps: math.MaxInt32, Cap: MaxBackoff}.DelayFunc()
 	for {
 		node := initial(ctx)
 		err := TryRegister(ctx, client, node, log)
 		if err == nil {
 			return nil
 		}
+		step := delay()
 		log.Warn("registering node failed, retrying", "node", node.Name, "in", step, "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(step):
 		}
-		step = min(2*step, MaxBackoff)
 	}
 }
 

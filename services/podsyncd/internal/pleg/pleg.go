@@ -4,11 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"sort"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -90,10 +92,14 @@ func (r *Relister) Relist(ctx context.Context) error {
 	return nil
 }
 
+// eventsBackoff spaces the attempts to follow GetContainerEvents: 1 s
+// doubling to 30 s, from the start again after a stream delivered.
+var eventsBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Steps: math.MaxInt32, Cap: 30 * time.Second}
+
 // events follows GetContainerEvents; a runtime without it answers
 // Unimplemented and relist alone carries on.
 func (r *Relister) events(ctx context.Context) {
-	backoff := time.Second
+	delay := eventsBackoff.DelayFunc()
 	for ctx.Err() == nil {
 		stream, err := r.rt.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
 		if err == nil {
@@ -105,7 +111,7 @@ func (r *Relister) events(ctx context.Context) {
 					}
 					break
 				}
-				backoff = time.Second
+				delay = eventsBackoff.DelayFunc()
 				if sb := ev.GetPodSandboxStatus(); sb != nil && sb.Metadata != nil {
 					r.onChange(types.UID(sb.Metadata.Uid))
 				}
@@ -114,10 +120,7 @@ func (r *Relister) events(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
-		}
-		if backoff < 30*time.Second {
-			backoff *= 2
+		case <-time.After(delay()):
 		}
 	}
 }

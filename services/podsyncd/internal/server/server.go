@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/microlet/microlet/internal/components"
@@ -200,7 +202,8 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 
 	// The runtime must answer before anything can be synced.
 	var runtimeName string
-	for backoff := 100 * time.Millisecond; ; backoff = min(backoff*2, 5*time.Second) {
+	delay := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 5 * time.Second}.DelayFunc()
+	for {
 		vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		v, err := rt.Version(vctx, &runtimeapi.VersionRequest{})
 		cancel()
@@ -213,7 +216,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(delay()):
 		}
 	}
 	// ConfigMaps and Secrets for env (and volumes) are read with the node's
