@@ -105,6 +105,25 @@ func TestContainerStatusResources(t *testing.T) {
 			t.Errorf("cpu limit = %s, want the spec's 5m", got.String())
 		}
 	})
+	t.Run("resized: the actuated memory request, resize conditions until terminal", func(t *testing.T) {
+		r := cs("a", podruntime.StateRunning, 0, 0)
+		r.Resources = &podruntime.ContainerResources{CPURequest: ptrQ("100m"), CPULimit: ptrQ("200m"), MemoryLimit: ptrQ("64Mi"), MemoryRequest: ptrQ("16Mi")}
+		inProgress := []corev1.PodCondition{{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue, ObservedGeneration: 3}}
+		in := Input{Pod: p, Runtime: &podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{initDone, r}},
+			ContainerID: func(id string) string { return "docker://" + id }, Now: time.Unix(1000, 0), ResizeConditions: inProgress}
+		st := Generate(in)
+		if got := st.ContainerStatuses[0].Resources.Requests[corev1.ResourceMemory]; got.Cmp(q("16Mi")) != 0 {
+			t.Errorf("memory request = %s, want the actuated 16Mi", got.String())
+		}
+		if c := condition(st.Conditions, corev1.PodResizeInProgress); c == nil || c.ObservedGeneration != 3 {
+			t.Errorf("conditions %+v, want PodResizeInProgress kept", st.Conditions)
+		}
+		in.Terminal = true
+		in.Runtime = &podruntime.PodStatus{Containers: []podruntime.ContainerStatus{initDone, exited}}
+		if st := Generate(in); condition(st.Conditions, corev1.PodResizeInProgress) != nil {
+			t.Errorf("terminal pod (%s) keeps %+v", st.Phase, st.Conditions)
+		}
+	})
 	t.Run("never created: no resources yet", func(t *testing.T) {
 		st := gen(p, podruntime.PodStatus{}, nil, false)
 		if r := st.ContainerStatuses[0].Resources; r != nil {
@@ -170,4 +189,13 @@ func TestActiveDeadline(t *testing.T) {
 			t.Fatal("a pod without startTime has a deadline")
 		}
 	})
+}
+
+func condition(list []corev1.PodCondition, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range list {
+		if list[i].Type == t {
+			return &list[i]
+		}
+	}
+	return nil
 }

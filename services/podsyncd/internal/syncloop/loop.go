@@ -343,6 +343,7 @@ func (l *Loop) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace *i
 		final := l.generate(ctx, l.allocated(pod), st, true)
 		l.report(ctx, pod, &final)
 	}
+	l.retryDeferredResizes(pod.UID)
 	return nil
 }
 
@@ -367,6 +368,7 @@ func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bo
 		delete(l.evicted, pod.UID)
 		l.mu.Unlock()
 		l.rm.Forget(pod.UID)
+		l.retryDeferredResizes(pod.UID)
 		if a := l.opts.Allocation; a != nil {
 			if err := a.Remove(pod.UID); err != nil {
 				l.log.Warn("could not drop the pod's allocation", "pod", pod.Namespace+"/"+pod.Name, "err", err)

@@ -125,3 +125,24 @@ func (l *Loop) resizeConditions(pod *corev1.Pod) []corev1.PodCondition {
 	}
 	return l.opts.Allocation.Conditions(pod.UID)
 }
+
+// retryDeferredResizes resyncs the pods whose resize waits for room, as the
+// kubelet retries pending resizes when a pod terminates or is removed,
+// rather than at their next periodic resync.
+func (l *Loop) retryDeferredResizes(except types.UID) {
+	a := l.opts.Allocation
+	if a == nil || l.workers == nil {
+		return
+	}
+	l.mu.Lock()
+	uids := make([]types.UID, 0, len(l.admitted))
+	for uid := range l.admitted {
+		uids = append(uids, uid)
+	}
+	l.mu.Unlock()
+	for _, uid := range uids {
+		if c := a.Pending(uid); uid != except && c != nil && c.Reason == corev1.PodReasonDeferred {
+			l.workers.Trigger(uid)
+		}
+	}
+}
