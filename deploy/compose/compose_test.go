@@ -249,7 +249,7 @@ func TestComposeDevBox(t *testing.T) {
 
 	// Every container healthy; the credentials step done.
 	deadline := time.Now().Add(5 * time.Minute)
-	want := append([]string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager"}, nodeServices...)
+	want := append([]string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "node-credentials"}, nodeServices...)
 	for {
 		var bad []string
 		states := b.states()
@@ -314,6 +314,21 @@ func TestComposeDevBox(t *testing.T) {
 	waitFor(ctx, t, "default ServiceAccount of a new namespace", func() error {
 		_, err := cs.CoreV1().ServiceAccounts("compose-test").Get(ctx, "default", metav1.GetOptions{})
 		return err
+	})
+
+	// The node joined with the bootstrap token: its client certificate came
+	// from a CSR the token made, approved and signed by the controller manager.
+	waitFor(ctx, t, "the node's certificate requested with the bootstrap token", func() error {
+		list, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range list.Items {
+			if strings.HasPrefix(c.Spec.Username, "system:bootstrap:") && len(c.Status.Certificate) > 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d CSRs, none issued to a bootstrap token", len(list.Items))
 	})
 
 	nodeReal := answers("nodestatusd", func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -467,9 +482,22 @@ func TestComposeKubeletFlags(t *testing.T) {
 	if cmd := file.Services["bootstrap"].Command; len(cmd) == 0 || cmd[0] != "bootstrap" {
 		t.Errorf("bootstrap service command %v", cmd)
 	}
+	if c := file.Services["node-credentials"].DependsOn["bootstrap"].Condition; c != "service_completed_successfully" {
+		t.Errorf("node-credentials does not wait for the bootstrap step (condition %q)", c)
+	}
+	// The node joins with a bootstrap token; the services start with the
+	// kubeconfig node-credentials wrote.
+	if !slices.Contains(api, "--enable-bootstrap-token-auth=true") {
+		t.Error("kube-apiserver does not authenticate bootstrap tokens")
+	}
 	for _, svc := range []string{"podconfig", "cloudsyncd", "runtime-shim"} {
-		if c := file.Services[svc].DependsOn["bootstrap"].Condition; c != "service_completed_successfully" {
-			t.Errorf("%s does not wait for the bootstrap step (condition %q)", svc, c)
+		if c := file.Services[svc].DependsOn["node-credentials"].Condition; c != "service_healthy" {
+			t.Errorf("%s does not wait for node-credentials (condition %q)", svc, c)
+		}
+	}
+	for _, svc := range nodeServices {
+		if !slices.Contains(file.Services[svc].Command, "--kubeconfig=/var/lib/microlet/node.kubeconfig") {
+			t.Errorf("%s does not use the kubeconfig node-credentials writes", svc)
 		}
 	}
 }

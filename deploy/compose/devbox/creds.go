@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 )
@@ -24,6 +25,11 @@ const (
 	nodeKubeconfig  = "node.kubeconfig"
 	nodeToken       = "node.token"
 	nodeNameFile    = "node.name"
+	// The node joins with a bootstrap token, as with kubeadm join: the
+	// bootstrap step stores the token as a Secret, microlet credentials
+	// requests the node's certificate with the kubeconfig holding it.
+	bootstrapToken      = "bootstrap.token"
+	bootstrapKubeconfig = "bootstrap.kubeconfig"
 )
 
 // writeCredentials creates everything once. When the dir already holds a CA
@@ -88,6 +94,18 @@ func writeCredentials(dir, node, server string) error {
 		}
 	}
 	if err := pki.WriteNodeKubeconfig(filepath.Join(dir, nodeKubeconfig), server, node); err != nil {
+		return err
+	}
+	if !exists(filepath.Join(dir, bootstrapToken)) {
+		if err := write(dir, bootstrapToken, []byte(controlplane.NewBootstrapToken()+"\n")); err != nil {
+			return err
+		}
+	}
+	tok, err := os.ReadFile(filepath.Join(dir, bootstrapToken))
+	if err != nil {
+		return err
+	}
+	if err := controlplane.WriteKubeconfig(filepath.Join(dir, bootstrapKubeconfig), server, pki.CACertPEM, "kubelet-bootstrap", nil, nil, strings.TrimSpace(string(tok))); err != nil {
 		return err
 	}
 	fmt.Printf("devbox: credentials for node %s and %s in %s\n", node, server, dir)

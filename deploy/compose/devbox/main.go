@@ -139,12 +139,16 @@ func runProbe(args []string) error {
 // kube-root-ca.crt, which the controller manager would also make, so the
 // node can run pods at once, the RBAC that lets nodes authorize the
 // apiserver's kubelet client, and the one that lets the controller
-// manager approve nodes' own client-certificate CSRs. Errors are retried
+// manager approve nodes' own client-certificate CSRs; and, for the node's
+// kubeadm-join-style start, the bootstrap token from the credentials dir as
+// a Secret valid for a day plus the RBAC that lets bootstrap tokens ask for
+// node certificates (controlplane.EnsureNodeBootstrap). Errors are retried
 // until --timeout: the apiserver's own bootstrap can lag /readyz.
 func runBootstrap(args []string) error {
 	fs := flag.NewFlagSet("bootstrap", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "/creds/admin.kubeconfig", "admin kubeconfig")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	tokenFile := fs.String("bootstrap-token-file", "/creds/"+bootstrapToken, "bootstrap token the node joins with (stored as a Secret, valid for a day from each start)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -156,11 +160,25 @@ func runBootstrap(args []string) error {
 	if err != nil {
 		return err
 	}
+	token, err := os.ReadFile(*tokenFile)
+	if err != nil {
+		return fmt.Errorf("bootstrap token: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	for {
 		err = controlplane.Bootstrap(ctx, cs, cfg.CAData)
 		if err == nil {
+			err = controlplane.EnsureNodeBootstrap(ctx, cs)
+		}
+		if err == nil {
+			err = controlplane.EnsureBootstrapToken(ctx, cs, string(token), 24*time.Hour)
+		}
+		if err == nil {
+			id, _, _ := strings.Cut(string(token), ".")
+			fmt.Printf("devbox: bootstrap token %s.<secret> stored in kube-system; %s binds %s to %s, %s to %s\n",
+				id, controlplane.NodeBootstrapBinding, controlplane.BootstrappersGroup, controlplane.NodeBootstrapperRole,
+				controlplane.NodeBootstrapApprovalBinding, controlplane.NodeClientApprovalRole)
 			fmt.Printf("devbox: default ServiceAccount and %s in place; %s binds group %s to %s; %s binds %s to %s\n",
 				controlplane.RootCAConfigMap, controlplane.KubeletAPIAdminBinding, controlplane.KubeletClientGroup, controlplane.KubeletAPIAdminRole,
 				controlplane.NodeCertRotationBinding, controlplane.NodesGroup, controlplane.NodeCertRotationRole)

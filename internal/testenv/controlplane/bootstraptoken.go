@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	cryptorand "crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -12,8 +13,8 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
@@ -60,18 +61,39 @@ func (cp *ControlPlane) CreateBootstrapToken(ctx context.Context, ttl time.Durat
 	return CreateBootstrapToken(ctx, cs, ttl)
 }
 
-// CreateBootstrapToken is ControlPlane.CreateBootstrapToken for any
-// cluster cs administers (the compose dev box's too).
-func CreateBootstrapToken(ctx context.Context, cs kubernetes.Interface, ttl time.Duration) (string, error) {
+// NewBootstrapToken returns a random (crypto/rand) token in the bootstrap-token format
+// "<6 characters>.<16 characters>".
+func NewBootstrapToken() string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	pick := func(n int) string {
 		b := make([]byte, n)
+		_, _ = cryptorand.Read(b)
 		for i := range b {
-			b[i] = alphabet[rand.Intn(len(alphabet))]
+			b[i] = alphabet[int(b[i])%len(alphabet)]
 		}
 		return string(b)
 	}
-	id, secret := pick(6), pick(16)
+	return pick(6) + "." + pick(16)
+}
+
+// CreateBootstrapToken is ControlPlane.CreateBootstrapToken for any
+// cluster cs administers.
+func CreateBootstrapToken(ctx context.Context, cs kubernetes.Interface, ttl time.Duration) (string, error) {
+	tok := NewBootstrapToken()
+	if err := EnsureBootstrapToken(ctx, cs, tok, ttl); err != nil {
+		return "", err
+	}
+	return tok, nil
+}
+
+// EnsureBootstrapToken stores token ("<id>.<secret>", NewBootstrapToken)
+// in kube-system, valid for ttl from now; an existing one gets the new
+// expiry. The compose dev box runs it on every start.
+func EnsureBootstrapToken(ctx context.Context, cs kubernetes.Interface, token string, ttl time.Duration) error {
+	id, secret, ok := strings.Cut(strings.TrimSpace(token), ".")
+	if !ok || len(id) != 6 || len(secret) != 16 {
+		return fmt.Errorf("bootstrap token %q: want <6 characters>.<16 characters>", token)
+	}
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: metav1.NamespaceSystem},
 		Type:       corev1.SecretTypeBootstrapToken,
@@ -84,10 +106,15 @@ func CreateBootstrapToken(ctx context.Context, cs kubernetes.Interface, ttl time
 			"description":                    "microlet test control plane: node join",
 		},
 	}
-	if _, err := cs.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("bootstrap token secret: %w", err)
+	secrets := cs.CoreV1().Secrets(metav1.NamespaceSystem)
+	_, err := secrets.Create(ctx, s, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
 	}
-	return id + "." + secret, nil
+	if err != nil {
+		return fmt.Errorf("bootstrap token secret %s: %w", s.Name, err)
+	}
+	return nil
 }
 
 // WriteBootstrapKubeconfig writes a kubeconfig at path that authenticates
