@@ -67,6 +67,16 @@ func TestChildArgs(t *testing.T) {
 	if pc := cfg.ChildArgs(components.PodConfig); !slices.Contains(pc, "--manifest-dir=/etc/manifests") {
 		t.Errorf("podconfig args %q lack the manifest dir", pc)
 	}
+	if slices.ContainsFunc(cfg.ChildArgs(components.NodeAPI), func(a string) bool { return strings.HasPrefix(a, "--rotate-server-certificates") }) {
+		t.Error("nodeapi gets --rotate-server-certificates without rotate_server_certificates")
+	}
+	cfg.RotateServerCertificates = true
+	if !slices.Contains(cfg.ChildArgs(components.NodeAPI), "--rotate-server-certificates") {
+		t.Error("rotate_server_certificates is not handed to nodeapi")
+	}
+	if cfg.CertDir != "/var/lib/m/pki" {
+		t.Errorf("cert_dir defaults to %q, want <data_dir>/pki", cfg.CertDir)
+	}
 	if cs := cfg.ChildArgs(components.CloudSyncd); cs[len(cs)-1] != "--provider=static" {
 		t.Errorf("extra args must come last so they win: %q", cs)
 	}
@@ -86,6 +96,9 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"args key", func(c *Config) { c.Args = map[string][]string{"kubelet": nil} }, `args: unknown service "kubelet"`},
 		{"long run dir", func(c *Config) { c.RunDir = "/" + strings.Repeat("x", 100) }, "longer than"},
 		{"shutdown timeout", func(c *Config) { c.ShutdownTimeout = -time.Second }, "shutdown_timeout"},
+		{"bootstrap without kubeconfig", func(c *Config) { c.BootstrapKubeconfig = "/etc/b" }, "bootstrap_kubeconfig needs kubeconfig"},
+		{"bootstrap in cluster", func(c *Config) { c.BootstrapKubeconfig, c.Kubeconfig = "/etc/b", "in-cluster" }, "bootstrap_kubeconfig cannot"},
+		{"bootstrap timeout", func(c *Config) { c.BootstrapKubeconfig, c.Kubeconfig, c.BootstrapTimeout = "/etc/b", "/k", 0 }, "bootstrap_timeout"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
