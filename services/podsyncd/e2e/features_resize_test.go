@@ -22,7 +22,8 @@ import (
 // containers' cgroups (read inside them) and the status (resources,
 // allocatedResources, no resize condition left, observedGeneration); a
 // NotRequired container keeps its instance (restartCount 0, same ID) and
-// a RestartContainer one is restarted once; a resize that does not fit
+// a RestartContainer one is restarted once; a memory limit below the
+// container's usage is refused (PodResizeInProgress/Error); a resize that does not fit
 // beside another pod is PodResizePending/Deferred with the admission
 // message, stays so, with the old allocation, across a podsyncd crash, and
 // is applied once the other pod is gone; a podsyncd crash keeps the
@@ -86,6 +87,32 @@ func TestPodResize(t *testing.T) {
 		s.waitEventReason(t, "resize", "ResizeCompleted", "Pod resize completed: ")
 
 		want["nr"] = res("100m", "150m", "20Mi", "30Mi") // all down, memory limit first
+		s.resize(t, "resize", want)
+		got := check(t, want, map[string]int32{"nr": 0, "rc": 1})
+
+		// A memory limit below what the container uses is refused before
+		// anything changes: PodResizeInProgress with reason Error; putting
+		// the spec back ends the resize.
+		s.execIn(got, "nr", "dd", "if=/dev/zero", "of=/dev/shm/fill", "bs=1048576", "count=20")
+		low := map[string]corev1.ResourceRequirements{"nr": res("100m", "150m", "10Mi", "12Mi"), "rc": want["rc"]}
+		s.resize(t, "resize", low)
+		failed := s.WaitPod("default", "resize", "resize Error", func(p *corev1.Pod) bool {
+			c := condition(p, corev1.PodResizeInProgress)
+			return c != nil && c.Reason == corev1.PodReasonError
+		})
+		// podsyncd's check reads the runtime's (possibly cached) usage
+		// sample; when that is older than the write, runc's own refusal
+		// is the error.
+		if msg := condition(failed, corev1.PodResizeInProgress).Message; !strings.HasPrefix(msg, `cannot decrease memory limits: attempting to set container "nr" memory limit (12582912) below current usage (`) &&
+			!(strings.HasPrefix(msg, "failed to update resources of container nr: ") && strings.Contains(msg, "unable to set memory limit to 12582912")) {
+			t.Errorf("PodResizeInProgress message %q", msg)
+		}
+		for _, cs := range failed.Status.ContainerStatuses {
+			if cs.Name == "nr" && cs.Resources.Limits.Memory().Value() != 30<<20 {
+				t.Errorf("nr reports memory limit %s after a refused resize, want the actual 30Mi", cs.Resources.Limits.Memory())
+			}
+		}
+		s.waitEventReason(t, "resize", "ResizeError", "Pod resize error: ")
 		s.resize(t, "resize", want)
 		check(t, want, map[string]int32{"nr": 0, "rc": 1})
 	})

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/resources"
@@ -129,6 +130,9 @@ func (e *ResizeError) Error() string { return e.Message }
 // Each update carries the new values of its resource and the current ones
 // of the other; what the runtime accepted is recorded as actuated.
 func (m *Manager) doResize(ctx context.Context, pod *corev1.Pod, a *Actions) *ResizeError {
+	if err := m.validateMemoryDecrease(ctx, a); err != nil {
+		return &ResizeError{Message: err.Error()}
+	}
 	for _, rn := range []corev1.ResourceName{corev1.ResourceMemory, corev1.ResourceCPU} {
 		for _, u := range a.Resize[rn] {
 			next := *u.current
@@ -166,4 +170,30 @@ func (m *Manager) recordActuated(pod *corev1.Pod, c *corev1.Container, kind cont
 	if err := m.opts.Actuated.SetActuated(pod.UID, c.Name, *c.Resources.DeepCopy()); err != nil {
 		m.log.Warn("could not record actuated resources", "pod", podRef(pod), "container", c.Name, "err", err)
 	}
+}
+
+// validateMemoryDecrease is the kubelet's best-effort check before a resize:
+// a memory limit that is added or lowered must stay above the container's
+// current memory usage (CRI ContainerStats), else nothing is updated, so the
+// pod is not left half resized.
+func (m *Manager) validateMemoryDecrease(ctx context.Context, a *Actions) error {
+	var errs []error
+	for _, u := range a.Resize[corev1.ResourceMemory] {
+		want, have := u.desired.memoryLimit, u.current.memoryLimit
+		if want == 0 || (have != 0 && want >= have) {
+			continue
+		}
+		resp, err := m.rt.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: u.ID})
+		usage := resp.GetStats().GetMemory().GetUsageBytes()
+		switch {
+		case err != nil || usage == nil:
+			errs = append(errs, fmt.Errorf("missing container %q memory usage", u.Name))
+		case usage.Value >= uint64(want):
+			errs = append(errs, fmt.Errorf("attempting to set container %q memory limit (%d) below current usage (%d)", u.Name, want, usage.Value))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("cannot decrease memory limits: %w", utilerrors.NewAggregate(errs))
+	}
+	return nil
 }

@@ -32,6 +32,15 @@ type updateRecorder struct {
 	runtimeapi.RuntimeServiceClient
 	calls  []string
 	failOn string
+	usage  map[string]uint64 // memory usage by container ID (default 1 MiB)
+}
+
+func (u *updateRecorder) ContainerStats(_ context.Context, req *runtimeapi.ContainerStatsRequest, _ ...grpc.CallOption) (*runtimeapi.ContainerStatsResponse, error) {
+	v, ok := u.usage[req.ContainerId]
+	if !ok {
+		v = 1 << 20
+	}
+	return &runtimeapi.ContainerStatsResponse{Stats: &runtimeapi.ContainerStats{Memory: &runtimeapi.MemoryUsage{UsageBytes: &runtimeapi.UInt64Value{Value: v}}}}, nil
 }
 
 func (u *updateRecorder) UpdateContainerResources(_ context.Context, req *runtimeapi.UpdateContainerResourcesRequest, _ ...grpc.CallOption) (*runtimeapi.UpdateContainerResourcesResponse, error) {
@@ -151,5 +160,30 @@ func TestComputeResizeRestartAndErrors(t *testing.T) {
 	// Without an ActuatedState nothing is resized.
 	if a3 := NewManager(rt, nil, Options{}).ComputePodActions(pod, &st); len(a3.Resize) != 0 || len(a3.Kill) != 0 {
 		t.Errorf("resize without actuated state: %+v", a3)
+	}
+}
+
+func TestResizeRefusesMemoryBelowUsage(t *testing.T) {
+	old := rr("100m", "200m", "20Mi", "40Mi")
+	act := memActuated{"a": old, "b": old}
+	pod := resizePod()
+	pod.Spec.Containers = pod.Spec.Containers[:2]
+	pod.Spec.Containers[0].Resources = rr("100m", "200m", "20Mi", "60Mi") // up: not checked
+	pod.Spec.Containers[1].Resources = rr("200m", "200m", "20Mi", "30Mi") // down below its usage
+	st := PodStatus{Sandboxes: readySandbox, Containers: []ContainerStatus{running(pod, "a"), running(pod, "b")}}
+	rt := &updateRecorder{usage: map[string]uint64{"a-id": 50 << 20, "b-id": 35 << 20}}
+	m := NewManager(rt, nil, Options{Actuated: act})
+	a := m.ComputePodActions(pod, &st)
+	err := m.doResize(context.Background(), pod, &a)
+	want := `cannot decrease memory limits: attempting to set container "b" memory limit (31457280) below current usage (36700160)`
+	if err == nil || err.Message != want {
+		t.Fatalf("error %v, want %s", err, want)
+	}
+	if len(rt.calls) != 0 {
+		t.Errorf("updates made although the resize was refused: %v", rt.calls)
+	}
+	rt.usage["b-id"] = 10 << 20
+	if err := m.doResize(context.Background(), pod, &a); err != nil || len(rt.calls) != 3 {
+		t.Errorf("resize within usage: %v, calls %v", err, rt.calls)
 	}
 }
