@@ -190,6 +190,9 @@ func (l *localCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return l.
 // LoadBalancer implements cloudprovider.Interface.
 func (l *localCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return l.p, true }
 
+// Routes implements cloudprovider.Interface: kernel routes of this host.
+func (l *localCloud) Routes() (cloudprovider.Routes, bool) { return l.p.Routes(), true }
+
 // Close implements Cloud.
 func (l *localCloud) Close() error { return l.p.Close() }
 

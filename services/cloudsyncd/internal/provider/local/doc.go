@@ -22,6 +22,15 @@
 // down; InstanceMetadata gives "local://<node name>" as provider ID (kept when
 // the Node has one) and no addresses, so Nodes keep the addresses they report.
 //
+// Routes (for the route controller): each Node's pod CIDR becomes a kernel
+// route of this host, through netlink, via the Node's InternalIP of the
+// CIDR's family, in table local_route_table (main) marked with protocol
+// local_route_protocol (211). Only routes of that protocol are listed,
+// replaced or deleted; a route of anyone else's to the same destination is
+// an error, never overwritten. ListRoutes names a route's Node by the Node
+// whose spec.podCIDRs has the destination. Creating and deleting are
+// idempotent.
+//
 //	p, err := local.New(local.Settings{Pool: []string{"127.0.1.0/24"}}, clientset, log)
 //	defer p.Close()
 //	st, err := p.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes) // st.Ingress[0].IP == "127.0.1.1"

@@ -32,6 +32,8 @@ type Provider struct {
 	synced  cache.InformerSynced
 	stop    chan struct{}
 
+	routes *Routes
+
 	mu       sync.Mutex
 	closed   bool
 	byUID    map[types.UID]*balancer
@@ -42,6 +44,9 @@ var (
 	_ cloudprovider.LoadBalancer = (*Provider)(nil)
 	_ cloudprovider.InstancesV2  = (*Provider)(nil)
 )
+
+// Routes is the provider's cloudprovider.Routes: kernel routes of this host.
+func (p *Provider) Routes() *Routes { return p.routes }
 
 // New checks the settings and starts watching EndpointSlices with cs.
 // Errors name the config key at fault.
@@ -63,6 +68,10 @@ func New(s Settings, cs kubernetes.Interface, log *slog.Logger) (*Provider, erro
 	if log == nil {
 		log = slog.Default()
 	}
+	routes, err := NewRoutes(s, cs, nil, log)
+	if err != nil {
+		return nil, err
+	}
 	// Only slices that belong to a Service matter; the label is set by the
 	// EndpointSlice controller and by anyone managing slices for a Service.
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -79,6 +88,7 @@ func New(s Settings, cs kubernetes.Interface, log *slog.Logger) (*Provider, erro
 		stop:     make(chan struct{}),
 		byUID:    map[types.UID]*balancer{},
 		addrUser: map[netip.Addr]types.UID{},
+		routes:   routes,
 	}
 	f.Start(p.stop)
 	return p, nil
@@ -100,6 +110,7 @@ func (p *Provider) Close() error {
 	}
 	close(p.stop)
 	p.factory.Shutdown()
+	p.routes.Close()
 	return nil
 }
 

@@ -25,6 +25,11 @@ type Settings struct {
 	Pool []string `yaml:"local_lb_pool" flag:"local-lb-pool" usage:"local provider: addresses given to LoadBalancer Services, CIDRs or IPs of this host (default 127.0.1.0/24)"`
 	// UDPIdleTimeout ends a UDP client's session after this long without a datagram.
 	UDPIdleTimeout time.Duration `yaml:"local_udp_idle_timeout" flag:"local-udp-idle-timeout" usage:"local provider: a UDP client's session ends after this long without a datagram (default 60s)"`
+	// RouteTable is the kernel routing table the route controller's routes go in.
+	RouteTable int `yaml:"local_route_table" flag:"local-route-table" usage:"local provider: kernel routing table of the pod CIDR routes (default 254, main)"`
+	// RouteProtocol marks the routes as this provider's: only routes of this
+	// protocol number are listed, replaced or deleted.
+	RouteProtocol int `yaml:"local_route_protocol" flag:"local-route-protocol" usage:"local provider: kernel route protocol number marking the pod CIDR routes as the provider's own (default 211)"`
 }
 
 // pool is the parsed Pool: the addresses in order.
