@@ -71,7 +71,7 @@ go build -o bin/conformance ./test/conformance/cmd/conformance
 args=(run -e2e-test "$e2e" -agnhost "$agnhost" -nonewprivs "$nonewprivs" -procs "$procs" -focus "$focus" -skip "$skip"
       -results "$results" -e2e-version "$version")
 [ -z "$ginkgo" ] || args+=(-ginkgo "$ginkgo")
-[ -z "$runtime_only" ] || args+=(-kubelet "$(hack/build-kubelet.sh)")
+if [ -n "$runtime_only" ]; then kubelet=$(hack/build-kubelet.sh); args+=(-kubelet "$kubelet"); fi
 [ -z "$default_selection" ] || args+=(-record "$record" -other-junit "$other")
 [ "${DRY_RUN:-}" != 1 ] || args+=(-dry-run)
 [ "${DRY_RUN:-}" = 1 ] || args+=(-report "$REPORT")
