@@ -56,15 +56,19 @@ const hostCurl = "/usr/bin/curl"
 // ImageSources.Shell.
 const hostShell = "/bin/bash-static"
 
+// BusyboxShPackage is the busybox image's /bin/sh (ImageSources.ShellSwitch),
+// built with the node's binaries.
+const BusyboxShPackage = "github.com/microlet/microlet/test/conformance/cmd/busybox-sh"
+
 // DefaultImageSources are the images' inputs on this machine: the programs
-// as given (FindAgnhost, FindNonewprivs, microlet's pause), Debian's
+// as given (FindAgnhost, FindNonewprivs, microlet's pause, busybox-sh), Debian's
 // /bin/busybox, /bin/bash-static and /usr/bin/curl, and porter's certificate pair from the
 // agnhost sources of the pinned module (in the module cache).
-func DefaultImageSources(ctx context.Context, agnhost, nonewprivs, pause string) (ImageSources, error) {
-	src := ImageSources{Agnhost: agnhost, Nonewprivs: nonewprivs, Busybox: "/bin/busybox", Shell: hostShell, Pause: pause,
+func DefaultImageSources(ctx context.Context, agnhost, nonewprivs, pause, busyboxSh string) (ImageSources, error) {
+	src := ImageSources{Agnhost: agnhost, Nonewprivs: nonewprivs, Busybox: "/bin/busybox", Shell: hostShell, ShellSwitch: busyboxSh, Pause: pause,
 		AgnhostFiles: map[string]string{}, AgnhostPrograms: []string{hostCurl}}
-	if agnhost == "" || nonewprivs == "" || pause == "" {
-		return src, errors.New("the agnhost, nonewprivs and pause programs are required")
+	if agnhost == "" || nonewprivs == "" || pause == "" || busyboxSh == "" {
+		return src, errors.New("the agnhost, nonewprivs, pause and busybox-sh programs are required")
 	}
 	if _, err := os.Stat(hostCurl); err != nil {
 		return src, fmt.Errorf("the agnhost image needs %s (apt-get install curl): %w", hostCurl, err)

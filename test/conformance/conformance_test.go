@@ -56,11 +56,11 @@ func TestUpstreamSubset(t *testing.T) {
 	nonewprivs := requireBuilt(t, "nonewprivs", FindNonewprivs)
 	cp := controlplane.GetFull(t)
 	kubectl := controlplane.Kubectl(t)
-	bins := testenv.Build(t, nil, append(node.Packages(), "github.com/microlet/microlet/services/runtime-shim/pause")...)
+	bins := testenv.Build(t, nil, append(node.Packages(), "github.com/microlet/microlet/services/runtime-shim/pause", BusyboxShPackage)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 
-	src, err := DefaultImageSources(ctx, agnhost, nonewprivs, filepath.Join(bins, "pause"))
+	src, err := DefaultImageSources(ctx, agnhost, nonewprivs, filepath.Join(bins, "pause"), filepath.Join(bins, "busybox-sh"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/microlet/microlet/test/conformance/busyboxsh"
 )
 
 // Image names the suite pulls, exactly as k8s.io/kubernetes v1.36.3's
@@ -40,14 +42,17 @@ type ImageSources struct {
 	// Busybox is a static busybox with the applets the tests call
 	// (Debian's busybox-static: /bin/busybox).
 	Busybox string
-	// Shell is the busybox image's /bin/sh: a static POSIX shell that
-	// passes every environment variable on to the programs it runs, names
-	// that are not shell identifiers ("p-data-1", "1-data-1", "$_-data-1")
-	// included, as the ConfigMap and Secret envFrom specs require of
-	// `sh -c env`. busybox's ash drops those; Debian's bash-static
-	// (/bin/bash-static) keeps them and runs as a POSIX shell under the
-	// name sh. Empty leaves busybox's ash as sh.
-	Shell string
+	// Shell and ShellSwitch make the busybox image's /bin/sh pass every
+	// environment variable on to the programs it runs, names that are not
+	// shell identifiers ("p-data-1", "1-data-1", "$_-data-1") included, as
+	// the ConfigMap and Secret envFrom specs require of `sh -c env`, and
+	// still be busybox's ash otherwise (the read-only root filesystem spec
+	// expects ash's exact error message). Debian's ash drops such names.
+	// ShellSwitch is the static busybox-sh program (cmd/busybox-sh), /bin/sh
+	// of the image: it runs ash, or Shell when the environment holds such a
+	// name. Shell is a static bash (Debian's bash-static, /bin/bash-static),
+	// POSIX mode under the name sh. Both empty leave ash as /bin/sh.
+	Shell, ShellSwitch string
 	// Pause is microlet's static pause program (services/runtime-shim/pause).
 	Pause string
 	// Nonewprivs is the static program of the nonewprivs image, which prints
@@ -72,7 +77,7 @@ func PrepareImages(ctx context.Context, src ImageSources, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	busybox, err := busyboxImage(bb, src.Shell)
+	busybox, err := busyboxImage(bb, src.Shell, src.ShellSwitch)
 	if err != nil {
 		return err
 	}
@@ -141,14 +146,21 @@ func PrepareImages(ctx context.Context, src ImageSources, log io.Writer) error {
 }
 
 // busyboxImage is the busybox image: the applets under their usual paths,
-// as upstream's, with shell (when set) as /bin/sh in place of busybox's ash
-// (still there as ash). Upstream's busybox sh hands the envFrom specs'
-// variables such as p-data-1 to env; busybox 1.35's ash, as Debian builds
-// it, exports only variables whose names are identifiers.
-func busyboxImage(bb *tree, shell string) (*tree, error) {
+// as upstream's, and, when shell and shellSwitch are set, shellSwitch as
+// /bin/sh choosing between busybox's ash and shell (ImageSources.Shell).
+// Upstream's busybox sh hands the envFrom specs' variables such as
+// p-data-1 to env; busybox's ash, as Debian builds it, exports only
+// variables whose names are identifiers.
+func busyboxImage(bb *tree, shell, shellSwitch string) (*tree, error) {
 	t := bb.clone()
+	if (shell == "") != (shellSwitch == "") {
+		return nil, fmt.Errorf("the busybox image's sh needs both a static bash (%q) and busybox-sh (%q)", shell, shellSwitch)
+	}
 	if shell != "" {
-		if err := t.addFile("bin/sh", shell, 0o755); err != nil {
+		if err := t.addFile("bin/sh", shellSwitch, 0o755); err != nil {
+			return nil, err
+		}
+		if err := t.addFile(strings.TrimPrefix(busyboxsh.Bash, "/"), shell, 0o755); err != nil {
 			return nil, err
 		}
 	}

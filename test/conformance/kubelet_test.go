@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,13 +42,13 @@ func TestKubeletOnRuntimeShim(t *testing.T) {
 	cp := controlplane.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	bins := testenv.Build(t, nil, "github.com/microlet/microlet/services/runtime-shim", "github.com/microlet/microlet/services/runtime-shim/pause")
+	bins := testenv.Build(t, nil, "github.com/microlet/microlet/services/runtime-shim", "github.com/microlet/microlet/services/runtime-shim/pause", BusyboxShPackage)
 
 	bb, err := busyboxTree("/bin/busybox")
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := busyboxImage(bb, hostShell)
+	img, err := busyboxImage(bb, hostShell, filepath.Join(bins, "busybox-sh"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func main() {
 
 // imageFlags are the inputs of the images.
 type imageFlags struct {
-	agnhost, nonewprivs, busybox, shell, pause string
+	agnhost, nonewprivs, busybox, shell, busyboxSh, pause string
 }
 
 func (f *imageFlags) register(fs *flag.FlagSet) {
@@ -78,15 +78,19 @@ func (f *imageFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.busybox, "busybox", "/bin/busybox", "static busybox (Debian's busybox-static)")
 	fs.StringVar(&f.shell, "shell", "/bin/bash-static", "static shell that is the busybox image's sh (Debian's bash-static; empty: busybox's ash)")
 	fs.StringVar(&f.pause, "pause", "", "static pause program (default: built with the node's binaries)")
+	fs.StringVar(&f.busyboxSh, "busybox-sh", "", "the busybox image's /bin/sh, cmd/busybox-sh (default: built with the node's binaries)")
 }
 
 // prepare imports the images.
 func (f *imageFlags) prepare(ctx context.Context, log io.Writer) error {
-	src, err := conformance.DefaultImageSources(ctx, f.agnhost, f.nonewprivs, f.pause)
+	src, err := conformance.DefaultImageSources(ctx, f.agnhost, f.nonewprivs, f.pause, f.busyboxSh)
 	if err != nil {
-		return fmt.Errorf("%w (-agnhost, -nonewprivs, -pause)", err)
+		return fmt.Errorf("%w (-agnhost, -nonewprivs, -pause, -busybox-sh)", err)
 	}
 	src.Busybox, src.Shell = f.busybox, f.shell
+	if f.shell == "" {
+		src.ShellSwitch = ""
+	}
 	return conformance.PrepareImages(ctx, src, log)
 }
 
@@ -101,16 +105,21 @@ func images(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if imgs.pause == "" {
+	if imgs.pause == "" || imgs.busyboxSh == "" {
 		dir, err := os.MkdirTemp("", "conformance-pause")
 		if err != nil {
 			return err
 		}
 		defer func() { _ = os.RemoveAll(dir) }()
-		if err := goBuild(ctx, repo, dir, "", "./services/runtime-shim/pause"); err != nil {
+		if err := goBuild(ctx, repo, dir, "", "./services/runtime-shim/pause", conformance.BusyboxShPackage); err != nil {
 			return err
 		}
-		imgs.pause = filepath.Join(dir, "pause")
+		if imgs.pause == "" {
+			imgs.pause = filepath.Join(dir, "pause")
+		}
+		if imgs.busyboxSh == "" {
+			imgs.busyboxSh = filepath.Join(dir, "busybox-sh")
+		}
 	}
 	return imgs.prepare(ctx, out)
 }
@@ -176,15 +185,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	microletVersion := gitDescribe(repo)
 	bins := filepath.Join(suite.ResultsDir, "bin")
 	step("building microlet %s into %s", microletVersion, bins)
-	pkgs := append(node.Packages(), "github.com/microlet/microlet/services/runtime-shim/pause")
+	pkgs := append(node.Packages(), "github.com/microlet/microlet/services/runtime-shim/pause", conformance.BusyboxShPackage)
 	if *kubelet != "" {
-		pkgs = []string{"github.com/microlet/microlet/services/runtime-shim", "github.com/microlet/microlet/services/runtime-shim/pause"}
+		pkgs = []string{"github.com/microlet/microlet/services/runtime-shim", "github.com/microlet/microlet/services/runtime-shim/pause", conformance.BusyboxShPackage}
 	}
 	if err := goBuild(ctx, repo, bins, "-X github.com/microlet/microlet/internal/version.Version="+microletVersion, pkgs...); err != nil {
 		return err
 	}
 	if imgs.pause == "" {
 		imgs.pause = filepath.Join(bins, "pause")
+	}
+	if imgs.busyboxSh == "" {
+		imgs.busyboxSh = filepath.Join(bins, "busybox-sh")
 	}
 	step("importing the test images")
 	if err := imgs.prepare(ctx, out); err != nil {
