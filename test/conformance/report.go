@@ -298,7 +298,7 @@ func WriteReport(w io.Writer, cols []Column, reasons *Reasons, generator string)
 		if len(failed) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "## Failures on %s\n\n| spec | %s | failure message |\n|---|---|---|\n", c.Name, first.Name)
+		fmt.Fprintf(&b, "## Failures on %s\n\n| spec | %s | reason (failure message) |\n|---|---|---|\n", c.Name, first.Name)
 		for _, s := range failed {
 			other := "not run"
 			for _, f := range first.Run.Selected() {
@@ -306,7 +306,8 @@ func WriteReport(w io.Writer, cols []Column, reasons *Reasons, generator string)
 					other = resultCell(f.Result)
 				}
 			}
-			fmt.Fprintf(&b, "| %s | %s | `%s` |\n", cell(shortName(s.Name), 0), other, cell(firstLine(s.Message), 240))
+			r := reasons.For(s.Name)
+			fmt.Fprintf(&b, "| %s | %s | %s (%s) — `%s` |\n", cell(shortName(s.Name), 0), other, cell(r.Reason, 0), ownerCell(r.Owner), cell(firstLine(s.Message), 240))
 		}
 		b.WriteString("\n")
 	}

@@ -192,7 +192,7 @@ func TestWriteReportTwoColumns(t *testing.T) {
 		"| **passed** | **1 of 5** | **2 of 5** |",
 		"upstream kubelet",
 		"## Failures on kubelet on runtime-shim",
-		"| Gamma exec times out | ❌ failed | `[TIMEDOUT] A suite timeout occurred` |",
+		"| Gamma exec times out | ❌ failed | unknown: not triaged yet (owner unknown) — `[TIMEDOUT] A suite timeout occurred` |",
 		"| [sig-node] Beta reads logs \\| twice [Conformance] | ❌ failed | ✅ passed |",
 	} {
 		if !strings.Contains(md, want) {
