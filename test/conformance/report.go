@@ -71,17 +71,20 @@ node's kubelet API (nodeapi) listens on 127.0.0.1, the node IP the API server di
 - Images, built offline under their exact names: agnhost from its source in the module on
   busybox applets, with the host's curl (agnhost:2.55, used by one spec as "the previous
   version", is the same build); nonewprivs from its source; busybox from Debian's
-  busybox-static with every applet in /bin and Debian's bash-static as /bin/sh (busybox's
-  ash, still /bin/ash, exports only variables whose names are shell identifiers, so the
-  envFrom specs' ` + "`sh -c env`" + ` would not print p-data-1 or 1-data-1; bash, in POSIX mode
-  under the name sh, passes them on as upstream's image does); pause from microlet's own
-  pause program; nginx as busybox httpd (no selected spec runs it).
+  busybox-static with every applet in /bin and, as /bin/sh, a small switch
+  (` + "`test/conformance/cmd/busybox-sh`" + `): busybox's ash, unless the environment holds a name that
+  is not a shell identifier, then Debian's bash-static in POSIX mode. Debian's ash exports
+  only identifier names, so the envFrom specs' ` + "`sh -c env`" + ` would not print p-data-1 or
+  1-data-1 as upstream's image does; bash alone would fail the read-only root spec, which
+  compares ash's error message byte for byte. pause from microlet's own pause program;
+  nginx as busybox httpd (no selected spec runs it).
 `
 
 // oneColumn is said when only microlet's run is shown.
 const oneColumn = `- The upstream kubelet on runtime-shim (the second column the conformance issue asks
-  for) has no recorded run here: ` + "`make conformance RUNTIME_ONLY=1`" + ` makes one (recorded in
-  ` + "`test/conformance/runs/kubelet-on-runtime-shim/`" + `, then shown beside microlet's).
+  for) is not in this report: ` + "`make conformance RUNTIME_ONLY=1`" + ` records a run in
+  ` + "`test/conformance/runs/kubelet-on-runtime-shim/`" + `, and reports made after it show it beside
+  microlet's.
 `
 
 // kubeletColumn describes the second column, the upstream kubelet on

@@ -199,7 +199,7 @@ func TestWriteReportTwoColumns(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
 	}
-	if strings.Contains(md, "has no recorded run") {
+	if strings.Contains(md, "is not in this report") {
 		t.Error("a two-column report says the second run is missing")
 	}
 }
