@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/cpuset"
 )
@@ -507,13 +509,44 @@ func (b *Backend) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 
 func (b *Backend) removeContainer(ctx context.Context, id string) error {
 	b.dropFollower(id)
-	if _, err := b.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	if err := b.removeDocker(ctx, id); err != nil {
 		return toStatus(err, "remove container %s", id)
 	}
 	return nil
 }
 
-// RemoveContainer force-removes the container; a missing one is not an error.
+// removeBackoff spaces the tries while Docker finishes a removal already in
+// progress.
+var removeBackoff = wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: time.Second}
+
+// removeDocker force-removes a Docker container; one already gone is
+// removed. When Docker is removing it already (a concurrent CRI call, HTTP
+// 409 "removal of container ... is already in progress"), it waits for that
+// removal instead of failing, as CRI removals are idempotent: it tries again
+// until the container is gone or the other removal failed and this one
+// goes through, within ctx.
+func (b *Backend) removeDocker(ctx context.Context, id string) error {
+	delay := removeBackoff.DelayFunc()
+	for {
+		_, err := b.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		switch {
+		case err == nil, cerrdefs.IsNotFound(err):
+			return nil
+		case !cerrdefs.IsConflict(err) || !strings.Contains(err.Error(), "already in progress"):
+			return err
+		}
+		t := time.NewTimer(delay())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("waiting for the removal in progress: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// RemoveContainer force-removes the container; a missing one is not an error
+// and one Docker is removing already is waited for.
 // The CRI log file stays: the kubelet removes log files itself.
 func (b *Backend) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
 	ct, err := b.inspectContainer(ctx, req.ContainerId)

@@ -376,7 +376,8 @@ func (b *Backend) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 }
 
 // RemovePodSandbox removes the pod's containers, its pause container and its
-// checkpoint; a missing sandbox is not an error.
+// checkpoint; a missing sandbox is not an error and removals Docker has in
+// progress are waited for.
 func (b *Backend) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
 	sb, err := b.inspectSandbox(ctx, req.PodSandboxId)
 	if err != nil {
@@ -398,7 +399,7 @@ func (b *Backend) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 		return nil, err
 	}
 	if sb.InDocker {
-		if _, err := b.cli.ContainerRemove(ctx, sb.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		if err := b.removeDocker(ctx, sb.ID); err != nil {
 			return nil, toStatus(err, "remove sandbox %s", sb.ID)
 		}
 	}
