@@ -38,6 +38,13 @@ func validateContainerConfig(c *runtimeapi.ContainerConfig) error {
 		if m.ContainerPath == "" || !filepath.IsAbs(m.ContainerPath) {
 			return invalid(fmt.Sprintf("config.mounts[%d].container_path", i), "must be an absolute path")
 		}
+		if m.GetImage().GetImage() != "" {
+			// An image volume: the image's filesystem, no host path.
+			if m.HostPath != "" {
+				return invalid(fmt.Sprintf("config.mounts[%d].host_path", i), "must be empty for an image mount")
+			}
+			continue
+		}
 		if m.HostPath == "" || !filepath.IsAbs(m.HostPath) {
 			return invalid(fmt.Sprintf("config.mounts[%d].host_path", i), "must be an absolute path")
 		}
@@ -172,10 +179,20 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		}
 		hc.PidMode = container.PidMode("container:" + target)
 	}
-	for _, m := range c.Mounts {
+	for i, m := range c.Mounts {
 		mode := "rw"
 		if m.Readonly {
 			mode = "ro"
+		}
+		if m.GetImage().GetImage() != "" {
+			src, err := b.imageVolumePath(ctx, i, m)
+			if err != nil {
+				return nil, err
+			}
+			// Always read-only: the extraction is shared by every
+			// container that mounts the image.
+			hc.Binds = append(hc.Binds, src+":"+m.ContainerPath+":ro,rprivate")
+			continue
 		}
 		switch m.Propagation {
 		case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/microlet/microlet/services/runtime-shim/internal/checkpoint"
 	"github.com/microlet/microlet/services/runtime-shim/internal/crilog"
+	"github.com/microlet/microlet/services/runtime-shim/internal/imagevolume"
 )
 
 // Options configure a Backend.
@@ -79,6 +80,10 @@ type Backend struct {
 
 	statsOnce  sync.Once
 	statsState *statsState // samples and layer sizes shared by the stats calls
+
+	imageVolumesOnce sync.Once
+	imageVolumes     *imagevolume.Store // image mounts' extractions (imagevolumes.go)
+	imageVolumesErr  error
 }
 
 var (
