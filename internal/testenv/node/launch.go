@@ -53,8 +53,12 @@ func (c Config) DataDir() string     { return filepath.Join(c.Dir, "data") }
 func (c Config) ManifestDir() string { return filepath.Join(c.Dir, "manifests") }
 func (c Config) LogDir() string      { return filepath.Join(c.Dir, "logs") }
 
+// CgroupRoot is the cgroup root of the node with Docker label instance, so
+// nodes sharing this host keep their pod cgroups apart.
+func CgroupRoot(instance string) string { return "/microlet-" + instance }
+
 // ConnectedArgs are the per-service flags of a node connected to a control
-// plane on loopback: its own pod log root and Docker label, node IP
+// plane on loopback: its own pod log root, cgroup root and Docker label, node IP
 // 127.0.0.1 (the API server reaches the kubelet API at the InternalIP),
 // nodeapi on a free loopback port (the Node advertises the real one) with
 // the cluster CA as client CA; container log symlinks in its own dir and
@@ -64,7 +68,9 @@ func ConnectedArgs(c Config) map[string][]string {
 		components.PodSyncd: {"--pod-logs-dir=" + c.LogDir(), "--container-log-symlink-dir=" + filepath.Join(c.Dir, "containers"),
 			// Docker's images are shared by every test on the machine:
 			// image GC off, as the kubelet turns it off.
-			"--image-gc-high-threshold-percent=100"},
+			"--image-gc-high-threshold-percent=100",
+			// Nodes sharing the host keep their pod cgroups apart.
+			"--cgroup-root=" + CgroupRoot(c.Instance)},
 		components.RuntimeShim: {"--docker-instance=" + c.Instance},
 		components.NodeStatusd: {"--node-ip=127.0.0.1"},
 		components.NodeAPI:     {"--address=127.0.0.1", "--port=0", "--client-ca-file=" + c.ClientCAFile, "--pod-logs-dir=" + c.LogDir()},

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/cgroups"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -172,7 +173,8 @@ func (n *Node) stop() {
 	_ = os.RemoveAll(n.Dir)
 }
 
-// RemoveDockerObjects deletes every container a shim labelled with instance.
+// RemoveDockerObjects deletes every container a shim labelled with
+// instance, then the node's cgroup root (CgroupRoot) in every controller.
 func RemoveDockerObjects(instance string) {
 	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=io.microlet.instance="+instance).Output()
 	if err != nil {
@@ -181,6 +183,11 @@ func RemoveDockerObjects(instance string) {
 	if ids := strings.Fields(string(out)); len(ids) > 0 {
 		_ = exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
 	}
+	ctrls, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, c := range ctrls {
+		_ = cgroups.RemovePath(filepath.Join("/sys/fs/cgroup", c.Name(), CgroupRoot(instance)))
+	}
+	_ = cgroups.RemovePath(filepath.Join("/sys/fs/cgroup", CgroupRoot(instance))) // cgroup v2
 }
 
 // WaitReady waits until the Node reports Ready.

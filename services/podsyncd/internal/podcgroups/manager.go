@@ -125,6 +125,14 @@ func New(cfg Config) (*Manager, error) {
 // NodeName is kubepods' host path (cgroupfs form, also for systemd).
 func (m *Manager) NodeName() string { return m.literal(m.node) }
 
+// SetActivePods installs the list of pods that count for the Burstable QoS
+// cgroup's CPU shares (call before the first EnsurePod).
+func (m *Manager) SetActivePods(f func() []*corev1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cfg.ActivePods = f
+}
+
 // name is the pod's cgroup.
 func (m *Manager) name(pod *corev1.Pod) Name {
 	return m.qos[resources.QOSClass(pod)].Child(podComponent(pod.UID))
@@ -168,8 +176,11 @@ func (m *Manager) EnsurePod(pod *corev1.Pod) error {
 // pods' summed requests and keeps BestEffort at the least shares.
 func (m *Manager) UpdateQOS() error {
 	var pods []*corev1.Pod
-	if m.cfg.ActivePods != nil {
-		pods = m.cfg.ActivePods()
+	m.mu.Lock()
+	active := m.cfg.ActivePods
+	m.mu.Unlock()
+	if active != nil {
+		pods = active()
 	}
 	b, be := burstableShares(pods), uint64(resources.MinShares)
 	err := errors.Join(

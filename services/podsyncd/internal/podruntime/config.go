@@ -61,6 +61,9 @@ func (m *Manager) sandboxConfig(pod *corev1.Pod, attempt uint32) (*runtimeapi.Po
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{},
 	}
 	cfg.Linux.SecurityContext, cfg.Linux.Sysctls = securitycontext.Sandbox(pod, namespaceOptions(pod))
+	if m.opts.CgroupParent != nil {
+		cfg.Linux.CgroupParent = m.opts.CgroupParent(pod)
+	}
 	for _, c := range pod.Spec.Containers {
 		for _, p := range c.Ports {
 			if p.HostPort == 0 {

@@ -85,6 +85,9 @@ type Options struct {
 	// Actuated records the resources given to each container; nil turns
 	// in-place resize off (a resized container keeps its resources).
 	Actuated ActuatedState
+	// CgroupParent names the pod's cgroup for its sandbox
+	// (LinuxPodSandboxConfig.cgroup_parent); nil leaves it to the runtime.
+	CgroupParent func(*corev1.Pod) string
 }
 
 // Reason is a container's waiting reason remembered between syncs.

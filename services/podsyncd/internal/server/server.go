@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -29,6 +30,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
 	"github.com/microlet/microlet/services/podsyncd/internal/imagegc"
+	"github.com/microlet/microlet/services/podsyncd/internal/podcgroups"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
 	"github.com/microlet/microlet/services/podsyncd/internal/resources"
@@ -70,6 +72,14 @@ type Config struct {
 	ImageMinimumGCAge           time.Duration `yaml:"image_minimum_gc_age" flag:"image-minimum-gc-age" usage:"minimum time since an unused image was first seen before it may be removed"`
 	ImageMaximumGCAge           time.Duration `yaml:"image_maximum_gc_age" flag:"image-maximum-gc-age" usage:"remove images unused for longer than this whatever the disk usage; 0: never"`
 	ImageGCPeriod               time.Duration `yaml:"image_gc_period" flag:"image-gc-period" usage:"how often image GC runs (the kubelet: 5m)"`
+
+	CgroupsPerQOS  bool              `yaml:"cgroups_per_qos" flag:"cgroups-per-qos" usage:"run pods in the kubelet's QoS cgroup hierarchy (kubepods, burstable, besteffort, one cgroup per pod) passed to sandboxes as their cgroup parent"`
+	CgroupRoot     string            `yaml:"cgroup_root" flag:"cgroup-root" usage:"cgroupfs path below which kubepods is made (created when missing); give nodes sharing a host different roots"`
+	CgroupDriver   string            `yaml:"cgroup_driver" flag:"cgroup-driver" usage:"cgroupfs or systemd, used only when the runtime does not report its driver (CRI RuntimeConfig)"`
+	PodPidsLimit   int64             `yaml:"pod_pids_limit" flag:"pod-pids-limit" usage:"most processes in one pod (pids.max of its cgroup); -1 or 0: unlimited"`
+	CPUCFSQuota    bool              `yaml:"cpu_cfs_quota" flag:"cpu-cfs-quota" usage:"enforce CPU limits with CFS quota on pod cgroups"`
+	KubeReserved   map[string]string `yaml:"kube_reserved" flag:"kube-reserved" usage:"resources reserved for node daemons (cpu=100m,memory=256Mi,pid=1000), kept out of kubepods; give nodestatusd the same"`
+	SystemReserved map[string]string `yaml:"system_reserved" flag:"system-reserved" usage:"resources reserved for the OS, kept out of kubepods; give nodestatusd the same"`
 }
 
 // Server is the podsyncd service.
@@ -106,6 +116,11 @@ func New() *Server {
 		ImageMinimumGCAge:           imagegc.DefaultPolicy().MinAge,
 		ImageMaximumGCAge:           imagegc.DefaultPolicy().MaxAge,
 		ImageGCPeriod:               imagegc.DefaultPeriod,
+		CgroupsPerQOS:               true,
+		CgroupRoot:                  "/",
+		CgroupDriver:                podcgroups.DriverCgroupfs,
+		PodPidsLimit:                -1,
+		CPUCFSQuota:                 true,
 	}}
 }
 
@@ -144,6 +159,9 @@ func (s *Server) Register(env *service.Env) error {
 		return err
 	}
 	if _, err := c.logPolicy(); err != nil {
+		return err
+	}
+	if err := c.checkCgroups(); err != nil {
 		return err
 	}
 	podsyncv1.RegisterPodSyncServiceServer(env.Server.GRPC(), s)
@@ -259,6 +277,11 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	if err != nil {
 		return err
 	}
+	cgroups := s.podCgroups(ctx, env, rt, memCapacity)
+	var cgroupParent func(*corev1.Pod) string
+	if cgroups != nil {
+		cgroupParent = cgroups.Parent
+	}
 	rm := podruntime.NewManager(&timeoutRuntime{RuntimeServiceClient: rt, timeout: c.RuntimeTimeout}, img, podruntime.Options{
 		LogRoot:        c.PodLogsDir,
 		RuntimeName:    runtimeName,
@@ -274,6 +297,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		Recorder:       recorder,
 		LogSymlinkDir:  c.ContainerLogSymlinkDir,
 		Actuated:       alloc,
+		CgroupParent:   cgroupParent,
 	})
 	gc := containergc.New(rt, c.gcPolicy(), containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.ContainerLogSymlinkDir, Log: env.Log})
 	logPolicy, _ := c.logPolicy() // validated in Register
@@ -284,7 +308,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		statusdv1.NewStatusServiceClient(conns[components.Statusd]),
 		nodestatusv1.NewNodeStatusServiceClient(conns[components.NodeStatusd]),
 		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod,
-			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod, Allocation: alloc})
+			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod, Allocation: alloc, Cgroups: syncloopCgroups(cgroups)})
 	env.Ready()
 	s.loop.Run(ctx)
 	return nil

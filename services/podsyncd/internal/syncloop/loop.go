@@ -41,6 +41,8 @@ type Options struct {
 	// Allocation holds the allocated and actuated resources and the resize
 	// conditions (in-place resize); nil runs every pod at its spec.
 	Allocation *allocation.State
+	// Cgroups manages pod cgroups (cgroupsPerQOS); nil runs pods without.
+	Cgroups PodCgroups
 }
 
 // Loop is the sync loop.
@@ -99,6 +101,9 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt runtimeapi.RuntimeServiceC
 	})
 	l.probes.SetRecorder(rm.Recorder())
 	rm.SetHealth(l.probes)
+	if opts.Cgroups != nil {
+		opts.Cgroups.SetActivePods(l.activePods)
+	}
 	rm.SetNodeInfo(func(ctx context.Context) ([]string, corev1.ResourceList) {
 		var alloc corev1.ResourceList
 		if n := l.getNode(ctx); n != nil {
@@ -317,6 +322,9 @@ func (l *Loop) SyncPod(ctx context.Context, spec *corev1.Pod) (bool, time.Durati
 	if last := l.lastStatus(pod.UID); last == nil || last.ObservedGeneration != pre.ObservedGeneration {
 		l.report(ctx, pod, &pre)
 	}
+	if err := l.ensureCgroup(pod); err != nil {
+		return false, 0, err
+	}
 	res := l.rm.SyncPod(ctx, pod, st)
 	started := pre.StartTime
 	if st2, err := l.rm.GetPodStatus(ctx, pod.UID); err == nil {
@@ -350,6 +358,9 @@ func (l *Loop) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace *i
 // SyncTerminatedPod removes what is left once the pod is deleted or gone and
 // tells statusd the pod's resources are reclaimed.
 func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bool) error {
+	if err := l.destroyCgroup(pod.UID); err != nil {
+		return err
+	}
 	if !remove && pod.DeletionTimestamp == nil {
 		return nil // finished but still wanted: keep the containers for logs
 	}
@@ -580,6 +591,7 @@ func (l *Loop) cleanup(ctx context.Context) {
 		_, _ = l.status.RemoveOrphanedStatuses(cctx, &statusdv1.RemoveOrphanedStatusesRequest{KeepPodUids: keep})
 		cancel()
 	}
+	l.cgroupHousekeeping(want, present)
 }
 
 // containerGC runs the container garbage collector every

@@ -235,7 +235,7 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		hc.Binds = append(hc.Binds, sb.ResolvConfPath+":"+resolvConfTarget+":"+mode+",rslave")
 	}
 	if hc.CgroupParent == "" {
-		hc.CgroupParent = req.GetSandboxConfig().GetLinux().GetCgroupParent()
+		hc.CgroupParent = dockerCgroupParent(req.GetSandboxConfig().GetLinux().GetCgroupParent())
 	}
 	res, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc, Name: name})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -216,7 +217,7 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		if len(l.Sysctls) > 0 {
 			hc.Sysctls = l.Sysctls
 		}
-		hc.CgroupParent = l.CgroupParent
+		hc.CgroupParent = dockerCgroupParent(l.CgroupParent)
 		if sc := l.SecurityContext; sc != nil {
 			hc.ReadonlyRootfs = sc.ReadonlyRootfs
 			if sc.Privileged {
@@ -524,3 +525,15 @@ func (b *Backend) listDocker(ctx context.Context, kind string, extraLabels ...st
 }
 
 func isNotFound(err error) bool { return status.Code(err) == codes.NotFound }
+
+// dockerCgroupParent is a CRI cgroup parent as Docker takes it: the kubelet
+// names systemd cgroups by their slice path
+// ("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice"),
+// Docker's systemd driver wants the last slice's name; cgroupfs paths pass
+// unchanged.
+func dockerCgroupParent(p string) string {
+	if strings.HasSuffix(p, ".slice") {
+		return path.Base(p)
+	}
+	return p
+}
