@@ -723,7 +723,7 @@ func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 		return "", errors.New(msg)
 	}
 	m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulling, "Pulling image %q", c.Image)
-	resp, err := m.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec})
+	resp, err := m.pull(ctx, spec, m.pullAuths(ctx, pod, c.Image))
 	if err != nil {
 		m.pulls.Next(key, now)
 		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
