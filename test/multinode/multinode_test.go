@@ -2,6 +2,7 @@ package multinode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -121,14 +122,19 @@ func criExec(ctx context.Context, n *node.Node, ns, pod string, cmd ...string) (
 }
 
 // TestTwoNodesOnePodNetwork: two microlet nodes in one cluster, each
-// runtime-shim in the cni mode with --pod-network=bridge. Each Node gets a
-// pod CIDR, which nodestatusd hands to its runtime-shim, which writes the
-// node's bridge network: the Nodes turn Ready only then. A web pod on
-// each node gets an address of its node's CIDR, each pod reaches the
-// other's by pod IP, and a Service's EndpointSlice lists both. On this one
-// host the two bridges' subnets are routed by the host itself (both are
-// local); between hosts that is a route per node's CIDR (the route
-// controller's job) or an overlay.
+// runtime-shim in the cni mode with --pod-network=bridge. Each node's pod
+// network lives in a network namespace of its own, the node's "host",
+// joined to this machine by a veth pair: the node's InternalIP is the
+// host's end, and this machine stands for the network between hosts (see
+// nodeHost). Each Node gets a pod CIDR, which nodestatusd hands to its
+// runtime-shim, which writes the node's bridge network: the Nodes turn
+// Ready only then. cloudsyncd's route controller (--controllers route,
+// provider local) routes each Node's CIDR via its InternalIP and clears
+// NetworkUnavailable. A web pod on each node gets an address of its node's
+// CIDR and turns Ready (its probe comes from this machine through the
+// route), each pod reaches the other's by pod IP, and a Service's
+// EndpointSlice lists both. When a Node goes, so does its route, and the
+// other pod cannot reach its pod any more.
 func TestTwoNodesOnePodNetwork(t *testing.T) {
 	cp := controlplane.GetFull(t)
 	plugins := cninet.Plugins(t)
@@ -139,19 +145,36 @@ func TestTwoNodesOnePodNetwork(t *testing.T) {
 		t.Skip("the CNI plugins need root")
 	}
 	id := rand.String(6)
-	cidrs := freeSubnets(t, 2)
+	subnets := freeSubnets(t, 3)
+	cidrs, links := subnets[:2], netip.MustParsePrefix(subnets[2])
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	bins := node.Binaries(t)
+
+	// The route controller's routes carry a protocol number of this run's,
+	// so that tests running at once never list each other's.
+	proto := 150 + rand.Intn(100)
+	hosts := make([]*nodeHost, 2)
+	for i := range hosts {
+		hosts[i] = newNodeHost(t, fmt.Sprintf("%s%d", id, i), links, i, plugins)
+	}
+	// Runs after cloudsyncd stopped, before the hosts go.
+	t.Cleanup(func() { removeRoutes(t, proto) })
+	ccm := testenv.ShortDir(t, "mlc")
+	testenv.StartProcess(t, "cloudsyncd", filepath.Join(bins, components.CloudSyncd),
+		"--run-dir", ccm, "--data-dir", ccm, "--node-name", "multinode-"+id,
+		"--kubeconfig", cp.AdminKubeconfig(), "--controllers", "route", "--leader-elect=false",
+		"--cloud-provider", "local", "--local-route-protocol", fmt.Sprint(proto),
+		"--cluster-cidr", "10.244.0.0/16", "--route-reconciliation-period", "1s")
 	allocatePodCIDRs(ctx, t, cp, id, cidrs)
 
 	var nodes []*node.Node
-	for i := range 2 {
+	for i, h := range hosts {
 		bridge := fmt.Sprintf("mln%s%d", id, i)
-		t.Cleanup(func() { _ = exec.Command("ip", "link", "del", bridge).Run() })
 		n := node.Start(t, node.Options{ControlPlane: cp, Args: map[string][]string{
-			components.RuntimeShim: {"--network-plugin=cni", "--cni-conf-dir=" + t.TempDir(), "--cni-bin-dir=" + plugins,
+			components.RuntimeShim: {"--network-plugin=cni", "--cni-conf-dir=" + t.TempDir(), "--cni-bin-dir=" + h.binDir,
 				"--pod-network=bridge", "--cni-bridge=" + bridge},
-			components.NodeStatusd: {"--node-labels=" + labelTest + "=" + id},
+			components.NodeStatusd: {"--node-labels=" + labelTest + "=" + id, "--node-ip=" + h.ip.String()},
 		}})
 		nodes = append(nodes, n)
 	}
@@ -174,9 +197,12 @@ func TestTwoNodesOnePodNetwork(t *testing.T) {
 				return nil
 			})
 		}
-		for _, ip := range ips {
-			if out, _ := exec.Command("iptables-save").Output(); strings.Contains(string(out), " "+ip+"/32 ") {
-				t.Errorf("iptables rules of pod IP %s left after the pods were deleted", ip)
+		for _, h := range hosts {
+			out, _ := exec.Command("ip", "netns", "exec", h.netns, "iptables-save").Output()
+			for _, ip := range ips {
+				if strings.Contains(string(out), " "+ip+"/32 ") {
+					t.Errorf("iptables rules of pod IP %s left in %s after the pods were deleted", ip, h.netns)
+				}
 			}
 		}
 	})
@@ -194,6 +220,35 @@ func TestTwoNodesOnePodNetwork(t *testing.T) {
 	}
 	if podCIDR[nodes[0].Name] == podCIDR[nodes[1].Name] {
 		t.Fatalf("both nodes got %s", podCIDR[nodes[0].Name])
+	}
+
+	// The route controller routes each Node's CIDR via its host and says
+	// so in the Node's NetworkUnavailable condition.
+	testenv.Eventually(t, "routes of both pod CIDRs via the nodes' hosts", time.Minute, func() error {
+		got := ownRoutes(t, proto)
+		for i, n := range nodes {
+			if gw := got[podCIDR[n.Name]]; gw != hosts[i].ip {
+				return fmt.Errorf("route to %s via %v, want via %s (routes %v)", podCIDR[n.Name], gw, hosts[i].ip, got)
+			}
+		}
+		return nil
+	})
+	for _, n := range nodes {
+		testenv.Eventually(t, n.Name+" NetworkUnavailable=False by the route controller", time.Minute, func() error {
+			no, err := admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, c := range no.Status.Conditions {
+				if c.Type == corev1.NodeNetworkUnavailable {
+					if c.Status != corev1.ConditionFalse || c.Reason != "RouteCreated" {
+						return fmt.Errorf("NetworkUnavailable %s (%s)", c.Status, c.Reason)
+					}
+					return nil
+				}
+			}
+			return errors.New("no NetworkUnavailable condition")
+		})
 	}
 
 	sel := map[string]string{"app": "web-" + id}
@@ -231,19 +286,20 @@ func TestTwoNodesOnePodNetwork(t *testing.T) {
 	}
 
 	// Each pod fetches the other's page by pod IP, across the two nodes.
-	for i, n := range nodes {
+	fetch := func(i int) error {
 		other := 1 - i
-		testenv.Eventually(t, fmt.Sprintf("web-%d reaches web-%d at %s", i, other, ips[other]), time.Minute, func() error {
-			out, err := criExec(ctx, n, ns, fmt.Sprintf("web-%d", i), "sh", "-c",
-				`printf 'GET /index.html HTTP/1.0\r\n\r\n' | nc -w 5 `+ips[other]+` 8080`)
-			if err != nil {
-				return err
-			}
-			if !strings.HasSuffix(out, fmt.Sprintf("web-%d\n", other)) {
-				return fmt.Errorf("got %q", out)
-			}
-			return nil
-		})
+		out, err := criExec(ctx, nodes[i], ns, fmt.Sprintf("web-%d", i), "sh", "-c",
+			`printf 'GET /index.html HTTP/1.0\r\n\r\n' | nc -w 3 `+ips[other]+` 8080`)
+		if err != nil {
+			return err
+		}
+		if !strings.HasSuffix(out, fmt.Sprintf("web-%d\n", other)) {
+			return fmt.Errorf("got %q", out)
+		}
+		return nil
+	}
+	for i := range nodes {
+		testenv.Eventually(t, fmt.Sprintf("web-%d reaches web-%d at %s", i, 1-i, ips[1-i]), time.Minute, func() error { return fetch(i) })
 	}
 
 	// A Service over both: its EndpointSlice lists both pod IPs, ready.
@@ -275,4 +331,29 @@ func TestTwoNodesOnePodNetwork(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Node 1 goes (nodestatusd registers it again, without a pod CIDR):
+	// the route controller deletes its route, and web-0's traffic to web-1
+	// has no way there any more.
+	if err := admin.CoreV1().Nodes().Delete(ctx, nodes[1].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "route of the deleted Node removed", time.Minute, func() error {
+		got := ownRoutes(t, proto)
+		if gw, ok := got[podCIDR[nodes[1].Name]]; ok {
+			return fmt.Errorf("route to %s via %s still there", podCIDR[nodes[1].Name], gw)
+		}
+		if got[podCIDR[nodes[0].Name]] != hosts[0].ip {
+			return fmt.Errorf("route of %s gone too: %v", nodes[0].Name, got)
+		}
+		return nil
+	})
+	// web-1 still runs and its node's traffic still has the route to
+	// web-0's CIDR; only the way to web-1's CIDR is gone.
+	if err := fetch(1); err != nil {
+		t.Errorf("web-1 no longer reaches web-0, whose route stays: %v", err)
+	}
+	if err := fetch(0); err == nil {
+		t.Errorf("web-0 still reaches web-1 at %s without the route to %s", ips[1], podCIDR[nodes[1].Name])
+	}
 }
