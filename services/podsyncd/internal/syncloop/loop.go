@@ -58,6 +58,8 @@ type Loop struct {
 	workers *podworkers.Workers
 	probes  *prober.Manager
 
+	// allocMu serialises admission decisions (new pods and resizes).
+	allocMu  sync.Mutex
 	mu       sync.Mutex
 	admitted map[types.UID]*corev1.Pod
 	rejected map[types.UID]bool
@@ -205,6 +207,10 @@ func (l *Loop) Reconcile(*corev1.Pod) {}
 func (l *Loop) admit(pod *corev1.Pod) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// One admission decision (a new pod's or a resize's) at a time, so
+	// two cannot both take the last room.
+	l.allocMu.Lock()
+	defer l.allocMu.Unlock()
 	// Pods that already have runtime state (podsyncd restarted) are adopted.
 	if st, err := l.rm.GetPodStatus(ctx, pod.UID); err == nil && len(st.Sandboxes) > 0 {
 		l.allocate(pod)

@@ -68,6 +68,8 @@ func (l *Loop) handleResize(ctx context.Context, pod *corev1.Pod) {
 		return
 	}
 	a.Backfill(pod)
+	l.allocMu.Lock()
+	defer l.allocMu.Unlock()
 	out, err := a.HandleResize(pod, func(p *corev1.Pod) (bool, string, string) {
 		r := admission.Admit(p, l.getNode(ctx), l.otherAllocatedPods(p.UID))
 		return r.Admit, r.Reason, r.Message
