@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -215,9 +216,16 @@ func (s *stack) resize(t *testing.T, name string, want map[string]corev1.Resourc
 		Name      string                      `json:"name"`
 		Resources corev1.ResourceRequirements `json:"resources"`
 	}
+	// In the pod's container order (its names sort that way): the API
+	// server refuses a patch that reorders them.
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	sort.Strings(names)
 	var cs []ctr
-	for n, r := range want {
-		cs = append(cs, ctr{n, r})
+	for _, n := range names {
+		cs = append(cs, ctr{n, want[n]})
 	}
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"containers": cs}})
 	if err != nil {
