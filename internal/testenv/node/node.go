@@ -66,10 +66,10 @@ func Binaries(t testing.TB) string {
 	return testenv.Build(t, nil, Packages()...)
 }
 
-// testArgs shorten podsyncd's waits so tests of restarts and resyncs finish
-// in seconds.
+// testArgs shorten podsyncd's waits so tests of restarts, resyncs and
+// container GC finish in seconds.
 var testArgs = map[string][]string{
-	components.PodSyncd: {"--crashloop-backoff-initial=2s", "--crashloop-backoff-max=20s", "--resync-period=5s"},
+	components.PodSyncd: {"--crashloop-backoff-initial=2s", "--crashloop-backoff-max=20s", "--resync-period=5s", "--container-gc-period=2s"},
 }
 
 // Start starts a node and waits until podsyncd serves and the Node is Ready.
