@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -52,6 +53,7 @@ const BusyboxPath = "/bin/busybox"
 // Registry is a running local registry.
 type Registry struct {
 	host string
+	auth authn.Authenticator // the private registry's credentials
 	srv  *http.Server
 	done chan struct{}
 }
@@ -83,22 +85,10 @@ func Start(t testing.TB) *Registry {
 
 // New starts a registry on 127.0.0.1 with the Busybox and WebServer images.
 func New(ctx context.Context) (*Registry, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	r, err := serve(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
 	if err != nil {
 		return nil, err
 	}
-	r := &Registry{
-		host: lis.Addr().String(),
-		srv: &http.Server{
-			Handler:           ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))),
-			ReadHeaderTimeout: 30 * time.Second,
-		},
-		done: make(chan struct{}),
-	}
-	go func() {
-		defer close(r.done)
-		_ = r.srv.Serve(lis)
-	}()
 	base, err := baseImage(r.host)
 	if err != nil {
 		_ = r.Close()
@@ -126,13 +116,80 @@ func New(ctx context.Context) (*Registry, error) {
 	return r, nil
 }
 
+// serve starts an HTTP registry on a free loopback port.
+func serve(h http.Handler) (*Registry, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{
+		host: lis.Addr().String(),
+		srv:  &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second},
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(r.done)
+		_ = r.srv.Serve(lis)
+	}()
+	return r, nil
+}
+
+// Private is the repository:tag of the busybox image a private registry
+// (StartPrivate) holds.
+const Private = "private/busybox:1.0"
+
+// StartPrivate starts a second registry that answers only requests with
+// HTTP basic auth user:password (else 401 with a Basic challenge and
+// Docker's UNAUTHORIZED error), holding the busybox image as Private;
+// stopped by t.Cleanup. It skips as Start does.
+func StartPrivate(t testing.TB, user, password string) *Registry {
+	t.Helper()
+	if _, err := os.Stat(BusyboxPath); err != nil {
+		if os.Getenv("MICROLET_REQUIRE_CONTROLPLANE") == "1" {
+			t.Fatalf("registry: %s missing (apt-get install busybox-static): %v", BusyboxPath, err)
+		}
+		t.Skipf("registry: %s missing (apt-get install busybox-static)", BusyboxPath)
+	}
+	inner := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	r, err := serve(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if u, p, ok := req.BasicAuth(); ok && u == user && p == password {
+			inner.ServeHTTP(w, req)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Basic realm="microlet-test"`)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+	}))
+	if err != nil {
+		t.Fatalf("registry: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	r.auth = &authn.Basic{Username: user, Password: password}
+	base, err := baseImage(r.host)
+	if err == nil {
+		var img v1.Image
+		if img, err = withConfig(base, func(c *v1.Config) { c.Cmd = []string{"sh"} }); err == nil {
+			err = r.Push(context.Background(), Private, img)
+		}
+	}
+	if err != nil {
+		t.Fatalf("registry: %v", err)
+	}
+	return r
+}
+
 // Push writes img to this registry as repoTag.
 func (r *Registry) Push(ctx context.Context, repoTag string, img v1.Image) error {
 	ref, err := name.ParseReference(r.Image(repoTag), name.Insecure)
 	if err != nil {
 		return fmt.Errorf("registry: %w", err)
 	}
-	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+	opts := []remote.Option{remote.WithContext(ctx)}
+	if r.auth != nil {
+		opts = append(opts, remote.WithAuth(r.auth))
+	}
+	if err := remote.Write(ref, img, opts...); err != nil {
 		return fmt.Errorf("registry: push %s: %w", repoTag, err)
 	}
 	return nil
