@@ -91,5 +91,9 @@ func DefaultImageSources(ctx context.Context, agnhost, nonewprivs, pause, busybo
 	for _, name := range []string{"localhost.crt", "localhost.key"} {
 		src.AgnhostFiles[name] = filepath.Join(dir, "test/images/agnhost/porter", name)
 	}
+	src.KittenFiles = map[string]string{}
+	for _, name := range []string{"kitten.jpg", "data.json"} {
+		src.KittenFiles[name] = filepath.Join(dir, "test/images/kitten/html", name)
+	}
 	return src, nil
 }

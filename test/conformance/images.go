@@ -29,6 +29,7 @@ const (
 	PauseImage       = "registry.k8s.io/pause:3.10.2"
 	NginxImage       = "registry.k8s.io/e2e-test-images/nginx:1.15-4"
 	NonewprivsImage  = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
+	KittenImage      = "registry.k8s.io/e2e-test-images/kitten:1.8"
 )
 
 // labelContent is set on every image this package imports to the digest of
@@ -66,6 +67,10 @@ type ImageSources struct {
 	// it, e.g. porter's localhost.crt and .key from the module's
 	// test/images/agnhost/porter.
 	AgnhostFiles map[string]string
+	// KittenFiles are the kitten image's files added to agnhost's, keyed by
+	// their path in it: kitten.jpg and data.json from the module's
+	// test/images/kitten/html.
+	KittenFiles map[string]string
 }
 
 // PrepareImages imports into the local Docker engine every image the
@@ -73,13 +78,33 @@ type ImageSources struct {
 // local files only (nothing can be pulled here). An image whose content
 // label already matches is left alone. Progress goes to log.
 func PrepareImages(ctx context.Context, src ImageSources, log io.Writer) error {
-	bb, err := busyboxTree(src.Busybox)
+	imgs, err := imageTrees(src)
 	if err != nil {
 		return err
 	}
+	for _, img := range imgs {
+		if err := importImage(ctx, img.tree, img.names, log); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// namedTree is an image's filesystem and the names it gets.
+type namedTree struct {
+	names []string
+	tree  *tree
+}
+
+// imageTrees builds every image of PrepareImages.
+func imageTrees(src ImageSources) ([]namedTree, error) {
+	bb, err := busyboxTree(src.Busybox)
+	if err != nil {
+		return nil, err
+	}
 	busybox, err := busyboxImage(bb, src.Shell, src.ShellSwitch)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	// agnhost: the Dockerfile's entrypoint, default command, ports, uploads
@@ -87,18 +112,18 @@ func PrepareImages(ctx context.Context, src ImageSources, log io.Writer) error {
 	// applets the tests exec (sh, cat, ls, ...) where upstream has Alpine's.
 	agn := bb.clone()
 	if err := agn.addFile("agnhost", src.Agnhost, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	agn.symlink("agnhost-2", "agnhost")
 	agn.dir("uploads", 0o755)
 	for _, prog := range src.AgnhostPrograms {
 		if err := agn.addProgram(prog); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for dst, file := range src.AgnhostFiles {
 		if err := agn.addFile(strings.TrimPrefix(dst, "/"), file, 0o644); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	agn.text("etc/passwd", passwd+"user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n", 0o644)
@@ -110,7 +135,7 @@ func PrepareImages(ctx context.Context, src ImageSources, log io.Writer) error {
 	// pause: the sandbox program alone, as registry.k8s.io/pause (user 65535).
 	pause := newTree()
 	if err := pause.addFile("pause", src.Pause, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	pause.changes = []string{`ENTRYPOINT ["/pause"]`, "USER 65535:65535"}
 
@@ -124,25 +149,49 @@ func PrepareImages(ctx context.Context, src ImageSources, log io.Writer) error {
 	// nonewprivs: a setuid-root program on busybox, as upstream's image.
 	nnp := bb.clone()
 	if err := nnp.addFile("usr/local/bin/nnp", src.Nonewprivs, 0o4755); err != nil {
-		return err
+		return nil, err
 	}
 	nnp.changes = []string{envPath, `CMD ["nnp"]`}
 
-	for _, img := range []struct {
-		names []string
-		tree  *tree
-	}{
+	kitten, err := kittenTree(agn, src.KittenFiles)
+	if err != nil {
+		return nil, err
+	}
+
+	return []namedTree{
+		{[]string{KittenImage}, kitten},
 		{[]string{BusyboxImage}, busybox},
 		{[]string{AgnhostImage, AgnhostPrevImage}, agn},
 		{[]string{PauseImage}, pause},
 		{[]string{NginxImage}, nginx},
 		{[]string{NonewprivsImage}, nnp},
-	} {
-		if err := importImage(ctx, img.tree, img.names, log); err != nil {
-			return err
+	}, nil
+}
+
+// kittenOSRelease is the kitten stand-in's /etc/os-release: upstream's
+// kitten is agnhost's Alpine image plus two files, and the image volume
+// spec reads "Alpine Linux" from it to see the image's base is mounted.
+const kittenOSRelease = `NAME="microlet conformance stand-in"
+PRETTY_NAME="microlet conformance stand-in for registry.k8s.io/e2e-test-images/kitten (upstream's base: Alpine Linux)"
+ID=microlet-conformance
+`
+
+// kittenTree is the kitten image: the agnhost stand-in plus kitten.jpg and
+// data.json at its root (upstream's Dockerfile) and an os-release naming
+// what it stands in for; its command is agnhost's test-webserver.
+func kittenTree(agn *tree, files map[string]string) (*tree, error) {
+	t := agn.clone()
+	for _, name := range []string{"kitten.jpg", "data.json"} {
+		if files[name] == "" {
+			return nil, fmt.Errorf("the kitten image needs %s (test/images/kitten/html of the module)", name)
+		}
+		if err := t.addFile(name, files[name], 0o644); err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	t.text("etc/os-release", kittenOSRelease, 0o644)
+	t.changes = []string{envPath, `ENTRYPOINT ["/agnhost"]`, `CMD ["test-webserver"]`, "EXPOSE 80"}
+	return t, nil
 }
 
 // busyboxImage is the busybox image: the applets under their usual paths,

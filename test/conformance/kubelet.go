@@ -64,6 +64,8 @@ type KubeletOptions struct {
 	// KubeletOut and ShimOut receive the two processes' output; nil
 	// discards it.
 	KubeletOut, ShimOut io.Writer
+	// ShimArgs are extra runtime-shim flags (e.g. MirrorFlag).
+	ShimArgs []string
 }
 
 // KubeletNode is a running upstream kubelet on runtime-shim.
@@ -135,8 +137,9 @@ func StartKubelet(ctx context.Context, cp *controlplane.ControlPlane, opts Kubel
 
 	// runtime-shim alone, on a socket of its own.
 	socket := filepath.Join(dirs["shim"], "runtime.sock")
-	k.shim, err = startChild(filepath.Join(opts.Bins, "runtime-shim"), opts.ShimOut,
-		"--socket="+socket, "--run-dir="+dirs["shim"], "--data-dir="+dirs["shim-data"], "--docker-instance="+k.Instance)
+	k.shim, err = startChild(filepath.Join(opts.Bins, "runtime-shim"), opts.ShimOut, append([]string{
+		"--socket=" + socket, "--run-dir=" + dirs["shim"], "--data-dir=" + dirs["shim-data"], "--docker-instance=" + k.Instance},
+		opts.ShimArgs...)...)
 	if err != nil {
 		return nil, err
 	}

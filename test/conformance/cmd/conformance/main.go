@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/signals"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	"github.com/microlet/microlet/internal/testenv/node"
@@ -81,17 +82,17 @@ func (f *imageFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.busyboxSh, "busybox-sh", "", "the busybox image's /bin/sh, cmd/busybox-sh (default: built with the node's binaries)")
 }
 
-// prepare imports the images.
-func (f *imageFlags) prepare(ctx context.Context, log io.Writer) error {
+// prepare imports the images and returns what they were made of.
+func (f *imageFlags) prepare(ctx context.Context, log io.Writer) (conformance.ImageSources, error) {
 	src, err := conformance.DefaultImageSources(ctx, f.agnhost, f.nonewprivs, f.pause, f.busyboxSh)
 	if err != nil {
-		return fmt.Errorf("%w (-agnhost, -nonewprivs, -pause, -busybox-sh)", err)
+		return src, fmt.Errorf("%w (-agnhost, -nonewprivs, -pause, -busybox-sh)", err)
 	}
 	src.Busybox, src.Shell = f.busybox, f.shell
 	if f.shell == "" {
 		src.ShellSwitch = ""
 	}
-	return conformance.PrepareImages(ctx, src, log)
+	return src, conformance.PrepareImages(ctx, src, log)
 }
 
 func images(ctx context.Context, args []string, out io.Writer) error {
@@ -121,7 +122,8 @@ func images(ctx context.Context, args []string, out io.Writer) error {
 			imgs.busyboxSh = filepath.Join(dir, "busybox-sh")
 		}
 	}
-	return imgs.prepare(ctx, out)
+	_, err = imgs.prepare(ctx, out)
+	return err
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -199,9 +201,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		imgs.busyboxSh = filepath.Join(bins, "busybox-sh")
 	}
 	step("importing the test images")
-	if err := imgs.prepare(ctx, out); err != nil {
+	src, err := imgs.prepare(ctx, out)
+	if err != nil {
 		return err
 	}
+	// Images pulled with pullPolicy Always come from a local registry that
+	// runtime-shim uses as registry.k8s.io's mirror.
+	mirror, err := conformance.StartMirror(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = mirror.Close() }()
+	step("registry.k8s.io mirror for %s on %s", strings.Join(conformance.MirrorImages, ", "), mirror.Host())
+	shimArgs := []string{conformance.MirrorFlag(mirror)}
 
 	step("starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager")
 	cp, err := controlplane.Start(ctx, controlplane.Options{Scheduler: true, ControllerManager: true})
@@ -224,7 +236,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		defer func() { _ = nodeLog.Close() }()
 		step("starting the microlet node (log: %s)", nodeLog.Name())
-		n, err := conformance.StartNode(ctx, cp, conformance.NodeOptions{Bins: bins, Name: *nodeName, Out: nodeLog})
+		n, err := conformance.StartNode(ctx, cp, conformance.NodeOptions{Bins: bins, Name: *nodeName, Out: nodeLog,
+			Args: map[string][]string{components.RuntimeShim: shimArgs}})
 		if err != nil {
 			return err
 		}
@@ -232,7 +245,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		nodeName2 = n.Name
 	} else {
 		nodeKind = conformance.KubeletNodeName
-		k, err := startKubelet(ctx, cp, *kubelet, bins, *nodeName, suite.ResultsDir, step)
+		k, err := startKubelet(ctx, cp, *kubelet, bins, *nodeName, suite.ResultsDir, shimArgs, step)
 		if err != nil {
 			return err
 		}
@@ -342,7 +355,7 @@ func recordRun(results, dir string) error {
 // startKubelet starts the upstream kubelet on runtime-shim as the
 // cluster's node, its and the shim's logs in results, and records the
 // kernel parameters it will change in results/sysctls-before.
-func startKubelet(ctx context.Context, cp *controlplane.ControlPlane, kubelet, bins, name, results string, step func(string, ...any)) (*conformance.KubeletNode, error) {
+func startKubelet(ctx context.Context, cp *controlplane.ControlPlane, kubelet, bins, name, results string, shimArgs []string, step func(string, ...any)) (*conformance.KubeletNode, error) {
 	kubeletLog, err := os.Create(filepath.Join(results, "kubelet.log"))
 	if err != nil {
 		return nil, err
@@ -353,7 +366,7 @@ func startKubelet(ctx context.Context, cp *controlplane.ControlPlane, kubelet, b
 	}
 	step("starting runtime-shim and the upstream kubelet %s (logs: %s, %s)", commandOutput(kubelet, "--version"), kubeletLog.Name(), shimLog.Name())
 	k, err := conformance.StartKubelet(ctx, cp, conformance.KubeletOptions{
-		Kubelet: kubelet, Bins: bins, Name: name, KubeletOut: kubeletLog, ShimOut: shimLog,
+		Kubelet: kubelet, Bins: bins, Name: name, KubeletOut: kubeletLog, ShimOut: shimLog, ShimArgs: shimArgs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w (logs: %s, %s)", err, kubeletLog.Name(), shimLog.Name())
