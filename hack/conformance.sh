@@ -5,7 +5,8 @@
 # Builds or reuses what it needs (hack/install-test-deps.sh: etcd, the
 # control-plane binaries, e2e.test, agnhost, nonewprivs; the ginkgo CLI when
 # PROCS > 1),
-# imports the test images offline, starts etcd, kube-apiserver,
+# imports the test images offline (and serves the ones pulled with
+# pullPolicy Always from a local registry.k8s.io mirror), starts etcd, kube-apiserver,
 # kube-scheduler, kube-controller-manager and one microlet node, runs the
 # selection and prints passed / failed / skipped. Exit status 1 when a spec
 # failed. The default selection also rewrites docs/conformance.md.

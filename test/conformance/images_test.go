@@ -196,3 +196,39 @@ func TestBusyboxImageShell(t *testing.T) {
 		}
 	}
 }
+
+func TestOCIImage(t *testing.T) {
+	tr := newTree()
+	tr.text("data.json", `{"kitten.jpg": 1}`, 0o644)
+	tr.changes = []string{envPath, `ENTRYPOINT ["/agnhost"]`, `CMD ["test-webserver", "--port=80"]`, "EXPOSE 80", "USER 65535:65535"}
+	img, err := tr.ociImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cf.Config
+	if !slices.Equal(c.Entrypoint, []string{"/agnhost"}) || !slices.Equal(c.Cmd, []string{"test-webserver", "--port=80"}) ||
+		!slices.Equal(c.Env, []string{strings.TrimPrefix(envPath, "ENV ")}) || c.User != "65535:65535" || len(c.ExposedPorts) != 1 {
+		t.Errorf("config %+v", c)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers %v %v", layers, err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rc.Close() }()
+	h, err := tar.NewReader(rc).Next()
+	if err != nil || h.Name != "data.json" {
+		t.Errorf("first entry %+v %v", h, err)
+	}
+	tr.changes = append(tr.changes, "VOLUME /data")
+	if _, err := tr.ociImage(); err == nil {
+		t.Error("an unsupported change was accepted")
+	}
+}

@@ -77,7 +77,10 @@ node's kubelet API (nodeapi) listens on 127.0.0.1, the node IP the API server di
   only identifier names, so the envFrom specs' ` + "`sh -c env`" + ` would not print p-data-1 or
   1-data-1 as upstream's image does; bash alone would fail the read-only root spec, which
   compares ash's error message byte for byte. pause from microlet's own pause program;
-  nginx as busybox httpd (no selected spec runs it).
+  nginx as busybox httpd (no selected spec runs it); kitten (the image volume spec's) as
+  the agnhost build plus the module's kitten.jpg and data.json. The image volume spec
+  pulls kitten with pullPolicy Always: runtime-shim pulls registry.k8s.io images from a
+  local registry the harness serves kitten from (` + "`--registry-mirrors`" + `).
 `
 
 // oneColumn is said when only microlet's run is shown.
