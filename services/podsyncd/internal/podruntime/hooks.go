@@ -15,8 +15,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/microlet/microlet/services/podsyncd/internal/criexec"
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
 )
 
@@ -25,8 +25,7 @@ import (
 func (m *Manager) runHandler(ctx context.Context, pod *corev1.Pod, c *corev1.Container, containerID string, h *corev1.LifecycleHandler, timeout time.Duration) (string, error) {
 	switch {
 	case h.Exec != nil:
-		secs := int64(timeout.Seconds())
-		resp, err := m.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: h.Exec.Command, Timeout: secs})
+		resp, err := criexec.ExecSync(ctx, m.rt, containerID, h.Exec.Command, timeout)
 		if err != nil {
 			return fmt.Sprintf("Exec lifecycle hook (%v) for Container %q in Pod %q failed - error: %v", h.Exec.Command, c.Name, podRef(pod), err), err
 		}

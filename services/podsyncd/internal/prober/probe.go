@@ -13,11 +13,15 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/criexec"
 )
 
 // Result is the outcome of one probe run.
@@ -56,25 +60,27 @@ func Run(ctx context.Context, rt runtimeapi.RuntimeServiceClient, p *corev1.Prob
 	if timeout <= 0 {
 		timeout = time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	// The runtime times an exec out itself (the call's deadline only has
+	// to bound a runtime that does not); the network probes time out here.
+	netCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var err error
 	switch {
 	case p.Exec != nil:
 		var resp *runtimeapi.ExecSyncResponse
-		resp, err = rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: t.ContainerID, Cmd: p.Exec.Command, Timeout: int64(timeout.Seconds())})
-		if err == nil && resp.ExitCode != 0 {
+		resp, err = criexec.ExecSync(ctx, rt, t.ContainerID, p.Exec.Command, timeout)
+		switch {
+		case status.Code(err) == codes.DeadlineExceeded:
+			err = fmt.Errorf("command %q timed out", p.Exec.Command)
+		case err == nil && resp.ExitCode != 0:
 			err = fmt.Errorf("command %q exited with %d: %s", p.Exec.Command, resp.ExitCode, string(resp.Stdout)+string(resp.Stderr))
 		}
-		if ctx.Err() != nil && err != nil {
-			err = fmt.Errorf("command %q timed out", p.Exec.Command)
-		}
 	case p.HTTPGet != nil:
-		err = httpGet(ctx, p.HTTPGet, t)
+		err = httpGet(netCtx, p.HTTPGet, t)
 	case p.TCPSocket != nil:
-		err = tcpSocket(ctx, p.TCPSocket, t)
+		err = tcpSocket(netCtx, p.TCPSocket, t)
 	case p.GRPC != nil:
-		err = grpcHealth(ctx, p.GRPC, t)
+		err = grpcHealth(netCtx, p.GRPC, t)
 	default:
 		return Failure, "probe has no action"
 	}
