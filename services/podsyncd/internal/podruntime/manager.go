@@ -88,6 +88,9 @@ type Options struct {
 	// CgroupParent names the pod's cgroup for its sandbox
 	// (LinuxPodSandboxConfig.cgroup_parent); nil leaves it to the runtime.
 	CgroupParent func(*corev1.Pod) string
+	// Credentials are the node's image credentials (credential provider
+	// plugins); nil has none.
+	Credentials Credentials
 }
 
 // Reason is a container's waiting reason remembered between syncs.

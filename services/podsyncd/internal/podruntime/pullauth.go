@@ -15,25 +15,40 @@ import (
 // pull secret cannot be read.
 const failedToRetrieveImagePullSecret = "FailedToRetrieveImagePullSecret"
 
-// pullAuths are the credentials to try for image, from the pod's image
-// pull secrets; none means an anonymous pull.
+// Credentials are the node's own image credentials (credential provider
+// plugins): registry location → credentials for an image.
+type Credentials interface {
+	Provide(ctx context.Context, image string) map[string]pullsecrets.Entry
+}
+
+// pullAuths are the credentials to try for image: the pod's image pull
+// secrets' first, then the node's (credential provider plugins), as the
+// kubelet's union keyring; none means an anonymous pull.
 func (m *Manager) pullAuths(ctx context.Context, pod *corev1.Pod, image string) []*runtimeapi.AuthConfig {
-	if len(pod.Spec.ImagePullSecrets) == 0 || m.opts.Objects == nil {
-		return nil
-	}
-	k, failed, errs := pullsecrets.ForPod(ctx, m.opts.Objects, pod)
-	if len(failed) > 0 {
-		m.opts.Recorder.Eventf(pod, corev1.EventTypeWarning, failedToRetrieveImagePullSecret,
-			"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(failed, ", "))
-	}
-	for _, err := range errs {
-		m.log.Warn("image pull secret not usable; the image pull may not succeed", "pod", podRef(pod), "err", err)
-	}
 	repo, err := pullsecrets.Repository(image)
 	if err != nil {
 		return nil // the pull itself reports the bad name
 	}
-	return k.Lookup(repo)
+	var out []*runtimeapi.AuthConfig
+	if len(pod.Spec.ImagePullSecrets) > 0 && m.opts.Objects != nil {
+		k, failed, errs := pullsecrets.ForPod(ctx, m.opts.Objects, pod)
+		if len(failed) > 0 {
+			m.opts.Recorder.Eventf(pod, corev1.EventTypeWarning, failedToRetrieveImagePullSecret,
+				"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(failed, ", "))
+		}
+		for _, err := range errs {
+			m.log.Warn("image pull secret not usable; the image pull may not succeed", "pod", podRef(pod), "err", err)
+		}
+		out = k.Lookup(repo)
+	}
+	if m.opts.Credentials != nil {
+		var k pullsecrets.Keyring
+		if err := k.Add(m.opts.Credentials.Provide(ctx, image)); err != nil {
+			m.log.Warn("credential provider entry not usable", "image", image, "err", err)
+		}
+		out = append(out, k.Lookup(repo)...)
+	}
+	return out
 }
 
 // pull pulls with each credential in turn until one works, as the kubelet

@@ -26,6 +26,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/allocation"
 	"github.com/microlet/microlet/services/podsyncd/internal/containergc"
 	"github.com/microlet/microlet/services/podsyncd/internal/containerlogs"
+	"github.com/microlet/microlet/services/podsyncd/internal/credprovider"
 	"github.com/microlet/microlet/services/podsyncd/internal/dns"
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
@@ -72,6 +73,9 @@ type Config struct {
 	ImageMinimumGCAge           time.Duration `yaml:"image_minimum_gc_age" flag:"image-minimum-gc-age" usage:"minimum time since an unused image was first seen before it may be removed"`
 	ImageMaximumGCAge           time.Duration `yaml:"image_maximum_gc_age" flag:"image-maximum-gc-age" usage:"remove images unused for longer than this whatever the disk usage; 0: never"`
 	ImageGCPeriod               time.Duration `yaml:"image_gc_period" flag:"image-gc-period" usage:"how often image GC runs (the kubelet: 5m)"`
+
+	ImageCredentialProviderConfig string `yaml:"image_credential_provider_config" flag:"image-credential-provider-config" usage:"CredentialProviderConfig file (kubelet.config.k8s.io/v1) of image credential provider exec plugins; empty: none"`
+	ImageCredentialProviderBinDir string `yaml:"image_credential_provider_bin_dir" flag:"image-credential-provider-bin-dir" usage:"directory of the image credential provider plugins"`
 
 	CgroupsPerQOS  bool              `yaml:"cgroups_per_qos" flag:"cgroups-per-qos" usage:"run pods in the kubelet's QoS cgroup hierarchy (kubepods, burstable, besteffort, one cgroup per pod) passed to sandboxes as their cgroup parent"`
 	CgroupRoot     string            `yaml:"cgroup_root" flag:"cgroup-root" usage:"cgroupfs path below which kubepods is made (created when missing); give nodes sharing a host different roots"`
@@ -163,6 +167,11 @@ func (s *Server) Register(env *service.Env) error {
 	}
 	if err := c.checkCgroups(); err != nil {
 		return err
+	}
+	if c.ImageCredentialProviderConfig != "" {
+		if _, err := credprovider.Load(c.ImageCredentialProviderConfig, c.ImageCredentialProviderBinDir, nil); err != nil {
+			return err
+		}
 	}
 	podsyncv1.RegisterPodSyncServiceServer(env.Server.GRPC(), s)
 	return nil
@@ -277,6 +286,14 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	if err != nil {
 		return err
 	}
+	var creds podruntime.Credentials
+	if c.ImageCredentialProviderConfig != "" {
+		p, err := credprovider.Load(c.ImageCredentialProviderConfig, c.ImageCredentialProviderBinDir, env.Log)
+		if err != nil {
+			return err
+		}
+		creds = p
+	}
 	cgroups := s.podCgroups(ctx, env, rt, memCapacity)
 	var cgroupParent func(*corev1.Pod) string
 	if cgroups != nil {
@@ -298,6 +315,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		LogSymlinkDir:  c.ContainerLogSymlinkDir,
 		Actuated:       alloc,
 		CgroupParent:   cgroupParent,
+		Credentials:    creds,
 	})
 	gc := containergc.New(rt, c.gcPolicy(), containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.ContainerLogSymlinkDir, Log: env.Log})
 	logPolicy, _ := c.logPolicy() // validated in Register
