@@ -43,7 +43,8 @@ type Node struct {
 	T testing.TB
 	// Name is the node's name, "e2e-<random>".
 	Name string
-	// Dir holds run/, data/, manifests/ and logs/ (the pod log root).
+	// Dir holds run/, data/, manifests/, logs/ (the pod log root) and
+	// containers/ (the container log symlinks).
 	Dir, RunDir, ManifestDir, LogDir string
 	// Instance labels the node's Docker objects.
 	Instance string
@@ -66,10 +67,10 @@ func Binaries(t testing.TB) string {
 	return testenv.Build(t, nil, Packages()...)
 }
 
-// testArgs shorten podsyncd's waits so tests of restarts, resyncs and
-// container GC finish in seconds.
+// testArgs shorten podsyncd's waits so tests of restarts and resyncs finish
+// in seconds.
 var testArgs = map[string][]string{
-	components.PodSyncd: {"--crashloop-backoff-initial=2s", "--crashloop-backoff-max=20s", "--resync-period=5s", "--container-gc-period=2s"},
+	components.PodSyncd: {"--crashloop-backoff-initial=2s", "--crashloop-backoff-max=20s", "--resync-period=5s"},
 }
 
 // Start starts a node and waits until podsyncd serves and the Node is Ready.

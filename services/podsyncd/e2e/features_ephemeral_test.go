@@ -31,7 +31,8 @@ import (
 // never restarted after it exits, and dies with the pod.
 func TestPodEphemeralContainers(t *testing.T) {
 	kubectlBin := controlplane.Kubectl(t)
-	s := startStack(t)
+	// Container GC every 2 s, so the watch below spans several runs.
+	s := startStack(t, "--container-gc-period=2s")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	defer s.watchNodeReady(ctx)()
@@ -247,9 +248,8 @@ func TestPodEphemeralContainers(t *testing.T) {
 		s.WaitPod("default", "eph-target", "debugger2 terminated by the sandbox's death", ephemeralTerminated("debugger2"))
 		// A new ephemeral container starts in the new sandbox; the old ones
 		// must not, on this sync or later ones: they are watched over
-		// several resyncs (5 s) and container GC runs (2 s on test nodes,
-		// the one that could remove the old sandbox and with it their
-		// history).
+		// several resyncs (5 s) and container GC runs (2 s here, the one
+		// that could remove the old sandbox and with it their history).
 		addEphemeral(t, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 			Name: "debugger3", Image: s.image, ImagePullPolicy: corev1.PullIfNotPresent,
 			Command: []string{"sleep", "3609"}, TerminationMessagePolicy: corev1.TerminationMessageReadFile,

@@ -21,7 +21,9 @@ import (
 
 // TestPodSync runs the scenarios against one node stack.
 func TestPodSync(t *testing.T) {
-	s := startStack(t)
+	// The deleted API pod's log is read after it is gone; container GC
+	// removes a gone pod's log dir (as the kubelet's), so not in this test.
+	s := startStack(t, "--container-gc-period=1h")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	defer s.watchNodeReady(ctx)()
@@ -76,6 +78,12 @@ func TestPodSync(t *testing.T) {
 		}
 		if n := s.dockerRunning(string(created.UID)); n != 1 {
 			t.Fatalf("runtime shows %d running containers for the pod, want 1", n)
+		}
+		// The kubelet's /var/log/containers symlink, to the CRI log.
+		_, id, _ := strings.Cut(running.Status.ContainerStatuses[0].ContainerID, "://")
+		link := filepath.Join(s.Dir, "containers", fmt.Sprintf("api-pod_default_main-%s.log", id))
+		if target, err := os.Readlink(link); err != nil || target != filepath.Join(s.logDir, fmt.Sprintf("default_api-pod_%s", created.UID), "main", "0.log") {
+			t.Fatalf("container log symlink %s -> %q (%v), want the CRI log", link, target, err)
 		}
 		if err := s.admin.CoreV1().Pods("default").Delete(context.Background(), "api-pod", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
