@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +44,10 @@ type fakeCRI struct {
 	// statusCalls counts Status calls (one per fresh reading).
 	podCIDRs    []string
 	statusCalls int
+	// images, when set, are listed instead of one busybox image, rotated
+	// by one at every call as a runtime may list them in any order.
+	images     []*runtimeapi.Image
+	imageCalls int
 }
 
 func (f *fakeCRI) setReady(r bool) { f.mu.Lock(); f.ready = r; f.mu.Unlock() }
@@ -76,6 +81,13 @@ func (f *fakeCRI) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeap
 }
 
 func (f *fakeCRI) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.images); n > 0 {
+		f.imageCalls++
+		k := f.imageCalls % n
+		return &runtimeapi.ListImagesResponse{Images: append(slices.Clone(f.images[k:]), f.images[:k]...)}, nil
+	}
 	return &runtimeapi.ListImagesResponse{Images: []*runtimeapi.Image{{Id: "i1", RepoTags: []string{"busybox:1"}, Size: 1 << 20}}}, nil
 }
 
@@ -125,6 +137,8 @@ type rigOpts struct {
 	// criNotReady starts the fake runtime with RuntimeReady=false.
 	criNotReady bool
 	mutate      func(*Config)
+	// images are the fake runtime's images (default: one busybox image).
+	images []*runtimeapi.Image
 }
 
 func startRig(t *testing.T, o rigOpts) *rig {
@@ -134,7 +148,7 @@ func startRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	r := &rig{t: t, dir: dir, cri: &fakeCRI{ready: !o.criNotReady}, cloud: &fakeCloud{}}
+	r := &rig{t: t, dir: dir, cri: &fakeCRI{ready: !o.criNotReady, images: o.images}, cloud: &fakeCloud{}}
 	if !o.noCRI {
 		serveUnix(t, filepath.Join(dir, "runtime.sock"), func(s *grpc.Server) {
 			runtimeapi.RegisterRuntimeServiceServer(s, r.cri)

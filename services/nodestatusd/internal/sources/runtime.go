@@ -1,9 +1,10 @@
 package sources
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -203,17 +204,25 @@ func conditionErr(s *runtimeapi.RuntimeStatus, typ, what string) error {
 }
 
 // ContainerImages converts CRI images into the Node's form, largest first
-// (the kubelet's order, so the cap keeps the images that matter most for
-// scheduling), with repo tags before repo digests.
+// and images of equal size by descending ID (the kubelet's order: the cap
+// keeps the images that matter most for scheduling, and a runtime listing
+// equal-size images in another order is no change to write), with repo
+// tags before repo digests.
 func ContainerImages(in []*runtimeapi.Image) []corev1.ContainerImage {
-	out := make([]corev1.ContainerImage, 0, len(in))
-	for _, img := range in {
+	sorted := slices.Clone(in)
+	slices.SortFunc(sorted, func(a, b *runtimeapi.Image) int {
+		if c := cmp.Compare(b.GetSize(), a.GetSize()); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.GetId(), a.GetId())
+	})
+	out := make([]corev1.ContainerImage, 0, len(sorted))
+	for _, img := range sorted {
 		names := append(append([]string{}, img.GetRepoTags()...), img.GetRepoDigests()...)
 		if len(names) == 0 {
 			continue
 		}
 		out = append(out, corev1.ContainerImage{Names: names, SizeBytes: int64(img.GetSize())}) //nolint:gosec // image sizes fit
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].SizeBytes > out[j].SizeBytes })
 	return out
 }

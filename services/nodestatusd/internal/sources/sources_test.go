@@ -141,3 +141,26 @@ func TestCloud(t *testing.T) {
 		}
 	}
 }
+
+// Images are largest first and equal sizes by descending ID, whatever order
+// the runtime lists them in, as the kubelet sorts them.
+func TestContainerImagesOrder(t *testing.T) {
+	img := func(id string, size uint64) *runtimeapi.Image {
+		return &runtimeapi.Image{Id: id, RepoTags: []string{id + ":1"}, Size: size}
+	}
+	in := []*runtimeapi.Image{img("a", 10), img("c", 10), img("big", 99), img("b", 10)}
+	want := "big:1 c:1 b:1 a:1"
+	for _, order := range [][]int{{0, 1, 2, 3}, {3, 2, 1, 0}, {1, 3, 0, 2}} {
+		var list []*runtimeapi.Image
+		for _, i := range order {
+			list = append(list, in[i])
+		}
+		var got []string
+		for _, c := range ContainerImages(list) {
+			got = append(got, c.Names[0])
+		}
+		if strings.Join(got, " ") != want {
+			t.Fatalf("order %v: %v, want %s", order, got, want)
+		}
+	}
+}
