@@ -53,7 +53,7 @@ type Config struct {
 
 	// Args are extra command-line arguments per service, appended after the
 	// ones the supervisor builds (so they win), e.g.
-	//   args: {cloudsyncd: ["--provider=static"]}
+	//   args: {cloudsyncd: ["--cloud-provider=static"]}
 	Args map[string][]string `yaml:"args"`
 }
 

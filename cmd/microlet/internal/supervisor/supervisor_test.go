@@ -34,7 +34,7 @@ func TestChildArgs(t *testing.T) {
 	cfg.NodeName = "n1"
 	cfg.RuntimeEndpoint = "unix:///run/containerd/containerd.sock"
 	cfg.ManifestDir = "/etc/manifests"
-	cfg.Args = map[string][]string{components.CloudSyncd: {"--provider=static"}}
+	cfg.Args = map[string][]string{components.CloudSyncd: {"--cloud-provider=static"}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestChildArgs(t *testing.T) {
 	if cfg.CertDir != "/var/lib/m/pki" {
 		t.Errorf("cert_dir defaults to %q, want <data_dir>/pki", cfg.CertDir)
 	}
-	if cs := cfg.ChildArgs(components.CloudSyncd); cs[len(cs)-1] != "--provider=static" {
+	if cs := cfg.ChildArgs(components.CloudSyncd); cs[len(cs)-1] != "--cloud-provider=static" {
 		t.Errorf("extra args must come last so they win: %q", cs)
 	}
 }

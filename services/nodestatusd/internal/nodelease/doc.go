@@ -13,9 +13,9 @@
 //
 //	r := nodelease.New(clk, client.CoordinationV1().Leases(corev1.NamespaceNodeLease), "node-1", 40, nodeLister, closeIdle, log)
 //	for {
-//		wait := r.Renew(ctx)
-//		if wait == 0 {
-//			wait = wait.Jitter(10*time.Second, 0.04)
+//		next := r.Renew(ctx)
+//		if next == 0 {
+//			next = wait.Jitter(nodelease.RenewInterval(40), 0.04)
 //		}
 //		...
 //	}
