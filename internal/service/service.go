@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/klog/v2"
 
 	"github.com/microlet/microlet/internal/components"
@@ -207,11 +207,11 @@ func Execute(svc Service, args []string) int {
 // Complete fills derived defaults and checks the shared settings.
 func (c *Common) Complete(name string) error {
 	if c.NodeName == "" {
-		h, err := os.Hostname()
+		h, err := nodeutil.GetHostname("")
 		if err != nil {
 			return fmt.Errorf("node name: %w", err)
 		}
-		c.NodeName = strings.ToLower(h)
+		c.NodeName = h
 	}
 	if c.Socket == "" {
 		c.Socket = components.SocketPath(c.RunDir, name)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
+	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/internal/components"
@@ -158,19 +159,22 @@ func (s *Server) validate() error {
 	default:
 		return fmt.Errorf("cloud_provider %q: want \"\" or \"external\" (cloud providers run in cloudsyncd)", c.CloudProvider)
 	}
-	for _, ip := range strings.Split(c.NodeIP, ",") {
-		if ip = strings.TrimSpace(ip); ip == "" {
-			continue
-		}
-		p := net.ParseIP(ip)
-		if p == nil || p.IsUnspecified() {
-			return fmt.Errorf("node_ip %q: not an IP address", ip)
-		}
-		s.nodeIPs = append(s.nodeIPs, p)
+	// The kubelet's parser: one address, or a dual-stack pair (one IPv4,
+	// one IPv6). Unlike the kubelet, which logs and ignores them, an
+	// unparsable or unspecified address is refused by name.
+	ips, invalid, err := nodeutil.ParseNodeIPArgument(c.NodeIP, c.CloudProvider)
+	if err != nil {
+		return fmt.Errorf("node_ip %q: %w", c.NodeIP, err)
 	}
-	if len(s.nodeIPs) > 2 {
-		return fmt.Errorf("node_ip %q: at most one IPv4 and one IPv6 address", c.NodeIP)
+	if len(invalid) > 0 {
+		return fmt.Errorf("node_ip %q: not an IP address: %q", c.NodeIP, invalid)
 	}
+	for _, ip := range ips {
+		if ip.IsUnspecified() {
+			return fmt.Errorf("node_ip %q: %s is not a node address", c.NodeIP, ip)
+		}
+	}
+	s.nodeIPs = ips
 	for name, d := range map[string]time.Duration{
 		"node_status_update_frequency": c.NodeStatusUpdateFrequency,
 		"node_status_report_frequency": c.NodeStatusReportFrequency,
