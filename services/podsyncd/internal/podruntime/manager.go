@@ -85,6 +85,9 @@ type Options struct {
 	// Actuated records the resources given to each container; nil turns
 	// in-place resize off (a resized container keeps its resources).
 	Actuated ActuatedState
+	// PodCgroup resizes pod cgroups around in-place container updates; nil
+	// when pods have no cgroups of their own.
+	PodCgroup PodCgroupResizer
 	// CgroupParent names the pod's cgroup for its sandbox
 	// (LinuxPodSandboxConfig.cgroup_parent); nil leaves it to the runtime.
 	CgroupParent func(*corev1.Pod) string
@@ -266,6 +269,9 @@ type Actions struct {
 	// Resize lists the in-place updates of running containers by resource
 	// (memory, CPU), decreases before increases.
 	Resize map[corev1.ResourceName][]ContainerUpdate
+	// UpdatePodResources is set when a container restarts for a resize: the
+	// pod cgroup still has to follow.
+	UpdatePodResources bool
 }
 
 // restartAllowed says whether a container that exited with code may start again.
@@ -555,7 +561,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) S
 		c := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
 		m.startOne(ctx, pod, c, kindEphemeral, st, sandboxID, sbConfig, &res)
 	}
-	if len(a.Resize) > 0 {
+	if len(a.Resize) > 0 || a.UpdatePodResources {
 		if err := m.doResize(ctx, pod, &a); err != nil {
 			res.ResizeError = err
 			res.fail(err)

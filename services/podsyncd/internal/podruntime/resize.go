@@ -33,6 +33,14 @@ func valuesOf(r *corev1.ResourceRequirements) resourceValues {
 	}
 }
 
+// PodCgroupResizer keeps a pod's cgroup at least as large as its containers
+// while they are resized (podcgroups.Manager).
+type PodCgroupResizer interface {
+	// ResizePod sets the pod cgroup to the larger of from's and to's
+	// limits (grow), or to to's.
+	ResizePod(from, to *corev1.Pod, grow bool) error
+}
+
 // ContainerUpdate is one in-place update of a running container for one
 // resource (the kubelet's containerToUpdateInfo).
 type ContainerUpdate struct {
@@ -76,6 +84,7 @@ func (m *Manager) computeResize(pod *corev1.Pod, c *corev1.Container, init bool,
 		(desired.cpuLimit != current.cpuLimit || desired.cpuRequest != current.cpuRequest) && policy(corev1.ResourceCPU) == corev1.RestartContainer
 	if restart {
 		a.Kill[cs.ID] = fmt.Sprintf("Container %s resize requires restart", c.Name)
+		a.UpdatePodResources = true
 		return false
 	}
 	if a.Resize == nil {
@@ -133,6 +142,41 @@ func (m *Manager) doResize(ctx context.Context, pod *corev1.Pod, a *Actions) *Re
 	if err := m.validateMemoryDecrease(ctx, a); err != nil {
 		return &ResizeError{Message: err.Error()}
 	}
+	// The pod cgroup first grows to hold both the old and the new sizes,
+	// and takes the new ones once every container has them (the kubelet's
+	// order of pod and container cgroup updates).
+	current := m.actuatedPod(pod)
+	if m.opts.PodCgroup != nil {
+		if err := m.opts.PodCgroup.ResizePod(current, pod, true); err != nil {
+			return &ResizeError{Message: err.Error()}
+		}
+	}
+	if err := m.updateContainers(ctx, pod, a); err != nil {
+		return err
+	}
+	if m.opts.PodCgroup != nil {
+		if err := m.opts.PodCgroup.ResizePod(current, pod, false); err != nil {
+			return &ResizeError{Message: err.Error()}
+		}
+	}
+	return nil
+}
+
+// actuatedPod is pod with its containers' actuated resources.
+func (m *Manager) actuatedPod(pod *corev1.Pod) *corev1.Pod {
+	out := pod.DeepCopy()
+	for _, list := range [][]corev1.Container{out.Spec.InitContainers, out.Spec.Containers} {
+		for i := range list {
+			if r, ok := m.opts.Actuated.Actuated(pod.UID, list[i].Name); ok {
+				list[i].Resources = r
+			}
+		}
+	}
+	return out
+}
+
+// updateContainers calls UpdateContainerResources for every update.
+func (m *Manager) updateContainers(ctx context.Context, pod *corev1.Pod, a *Actions) *ResizeError {
 	for _, rn := range []corev1.ResourceName{corev1.ResourceMemory, corev1.ResourceCPU} {
 		for _, u := range a.Resize[rn] {
 			next := *u.current

@@ -135,7 +135,7 @@ func TestComputeResizeRestartAndErrors(t *testing.T) {
 	rt := &updateRecorder{failOn: "b-id"}
 	m := NewManager(rt, nil, Options{Actuated: act})
 	a := m.ComputePodActions(pod, &st)
-	if a.Kill["a-id"] != "Container a resize requires restart" || fmt.Sprint(a.Start) != "[0]" {
+	if a.Kill["a-id"] != "Container a resize requires restart" || fmt.Sprint(a.Start) != "[0]" || !a.UpdatePodResources {
 		t.Fatalf("RestartContainer: kill %v start %v", a.Kill, a.Start)
 	}
 	if fmt.Sprint(len(a.Resize[corev1.ResourceCPU])) != "1" || a.Resize[corev1.ResourceCPU][0].Name != "b" {
@@ -185,5 +185,31 @@ func TestResizeRefusesMemoryBelowUsage(t *testing.T) {
 	rt.usage["b-id"] = 10 << 20
 	if err := m.doResize(context.Background(), pod, &a); err != nil || len(rt.calls) != 3 {
 		t.Errorf("resize within usage: %v, calls %v", err, rt.calls)
+	}
+}
+
+// cgroupRecorder records ResizePod calls in the same log as the updates.
+type cgroupRecorder struct{ rt *updateRecorder }
+
+func (c cgroupRecorder) ResizePod(from, to *corev1.Pod, grow bool) error {
+	c.rt.calls = append(c.rt.calls, fmt.Sprintf("pod grow=%v from=%s to=%s", grow, from.Spec.Containers[0].Resources.Limits.Cpu(), to.Spec.Containers[0].Resources.Limits.Cpu()))
+	return nil
+}
+
+func TestResizePodCgroupAroundContainers(t *testing.T) {
+	act := memActuated{"a": rr("100m", "200m", "20Mi", "40Mi")}
+	pod := resizePod()
+	pod.Spec.Containers = pod.Spec.Containers[:1]
+	pod.Spec.Containers[0].Resources = rr("300m", "400m", "20Mi", "40Mi")
+	st := PodStatus{Sandboxes: readySandbox, Containers: []ContainerStatus{running(pod, "a")}}
+	rt := &updateRecorder{}
+	m := NewManager(rt, nil, Options{Actuated: act, PodCgroup: cgroupRecorder{rt}})
+	a := m.ComputePodActions(pod, &st)
+	if err := m.doResize(context.Background(), pod, &a); err != nil {
+		t.Fatal(err)
+	}
+	want := "[pod grow=true from=200m to=400m a-id shares=307 quota=40000 mem=41943040 pod grow=false from=200m to=400m]"
+	if got := fmt.Sprint(rt.calls); got != want {
+		t.Errorf("calls %s\nwant  %s", got, want)
 	}
 }

@@ -296,8 +296,9 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	}
 	cgroups := s.podCgroups(ctx, env, rt, memCapacity)
 	var cgroupParent func(*corev1.Pod) string
+	var podCgroup podruntime.PodCgroupResizer
 	if cgroups != nil {
-		cgroupParent = cgroups.Parent
+		cgroupParent, podCgroup = cgroups.Parent, cgroups
 	}
 	rm := podruntime.NewManager(&timeoutRuntime{RuntimeServiceClient: rt, timeout: c.RuntimeTimeout}, img, podruntime.Options{
 		LogRoot:        c.PodLogsDir,
@@ -316,6 +317,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		Actuated:       alloc,
 		CgroupParent:   cgroupParent,
 		Credentials:    creds,
+		PodCgroup:      podCgroup,
 	})
 	gc := containergc.New(rt, c.gcPolicy(), containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.ContainerLogSymlinkDir, Log: env.Log})
 	logPolicy, _ := c.logPolicy() // validated in Register
