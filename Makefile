@@ -10,7 +10,7 @@ DATA_DIR ?= /tmp/microlet-data
 MANIFEST_DIR ?= $(CURDIR)/examples/manifests
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help build run status proto check-proto lint test test-deps ci clean
+.PHONY: help build run status get-pods get-node proto check-proto lint test test-deps ci clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -26,6 +26,12 @@ run: build ## run microlet standalone with the example manifests (Ctrl-C stops i
 
 status: ## show the services of a running `make run`
 	$(BIN)/microlet status --run-dir $(RUN_DIR)
+
+get-pods: ## show the pods of a running `make run` (or: export MICROLET_RUN_DIR=$(RUN_DIR); bin/microlet get pods)
+	$(BIN)/microlet get pods --run-dir $(RUN_DIR)
+
+get-node: ## show the Node of a running `make run`
+	$(BIN)/microlet get node --run-dir $(RUN_DIR)
 
 proto: ## regenerate the Go code from proto/ with buf
 	"$$(hack/tool.sh buf)" generate

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -137,5 +138,19 @@ func TestExitCodes(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if c := Execute([]string{"status", "extra"}, &out, &errOut); c != 2 || !strings.HasPrefix(errOut.String(), "microlet: ") || strings.Count(errOut.String(), "\n") != 1 {
 		t.Errorf("Execute(status extra) = %d, stderr %q", c, errOut.String())
+	}
+}
+
+// MICROLET_RUN_DIR is the inspecting subcommands' default --run-dir, so they
+// find a `microlet run --run-dir` elsewhere (make run's /tmp/microlet-run).
+func TestRunDirFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(RunDirEnv, dir)
+	for _, args := range [][]string{{"status"}, {"get", "pods", "--timeout", "1s"}} {
+		var out, errOut bytes.Buffer
+		Execute(args, &out, &errOut)
+		if !strings.Contains(out.String()+errOut.String(), filepath.Join(dir, "podconfig.sock")) {
+			t.Errorf("%v looked elsewhere than %s: %q %q", args, dir, out.String(), errOut.String())
+		}
 	}
 }

@@ -23,7 +23,6 @@ import (
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
-	"github.com/microlet/microlet/internal/service"
 	"github.com/microlet/microlet/internal/socket"
 	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
@@ -66,7 +65,7 @@ func newGetCmd(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	f := cmd.PersistentFlags()
-	f.StringVar(&o.runDir, "run-dir", service.DefaultRunDir, "directory of the services' sockets (as given to `microlet run`)")
+	addRunDir(f, &o.runDir)
 	f.StringVarP(&o.output, "output", "o", "", "output format: empty for a table, json, or yaml (node only)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for an answer (not the watch)")
 	f.StringVar(&o.podconfig, "podconfig-endpoint", "", "podconfig endpoint (default unix://<run-dir>/podconfig.sock)")

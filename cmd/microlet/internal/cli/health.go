@@ -41,7 +41,7 @@ Exit status: 0 SERVING, 1 NOT_SERVING or DOWN, 2 bad arguments.`,
 			return nil
 		},
 	}
-	addRunDir(cmd, &runDir)
+	addRunDir(cmd.Flags(), &runDir)
 	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "how long to wait for the answer")
 	return cmd
 }

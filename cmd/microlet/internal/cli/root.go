@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/microlet/microlet/internal/service"
 	"github.com/microlet/microlet/internal/version"
@@ -70,9 +72,18 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	return root
 }
 
-// addRunDir adds the --run-dir flag every inspecting subcommand shares.
-func addRunDir(cmd *cobra.Command, runDir *string) {
-	cmd.Flags().StringVar(runDir, "run-dir", service.DefaultRunDir, "directory of the services' sockets (as given to `microlet run`)")
+// RunDirEnv names the environment variable that sets the inspecting
+// subcommands' default --run-dir, so `microlet status` and `microlet get`
+// find a `microlet run --run-dir` elsewhere (`make run` uses /tmp/microlet-run).
+const RunDirEnv = "MICROLET_RUN_DIR"
+
+// addRunDir adds the --run-dir flag every inspecting subcommand shares to fs.
+func addRunDir(fs *pflag.FlagSet, runDir *string) {
+	def := service.DefaultRunDir
+	if d := os.Getenv(RunDirEnv); d != "" {
+		def = d
+	}
+	fs.StringVar(runDir, "run-dir", def, "directory of the services' sockets, as given to microlet run (default $"+RunDirEnv+", else "+service.DefaultRunDir+")")
 }
 
 // argsExactly is cobra.ExactArgs with the usage exit code.

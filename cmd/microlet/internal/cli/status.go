@@ -74,7 +74,7 @@ socket directly, and RESTARTS is unknown.`,
 			return nil
 		},
 	}
-	addRunDir(cmd, &runDir)
+	addRunDir(cmd.Flags(), &runDir)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the answers")
 	return cmd
