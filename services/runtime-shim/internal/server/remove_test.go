@@ -1,16 +1,12 @@
 package server_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/microlet/microlet/internal/testenv/registry"
-	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
 )
 
 // TestConcurrentRemove: CRI removals are idempotent, so callers racing on
@@ -18,19 +14,10 @@ import (
 // while it is already removing it (HTTP 409 "removal of container ... is
 // already in progress"), and the objects are gone afterwards.
 func TestConcurrentRemove(t *testing.T) {
-	env := shimtest.Get(t)
-	sh := env.StartShim(t)
-	ctx := ctxT(t, 5*time.Minute)
+	ctx, sh, image := busyboxShim(t, 5*time.Minute)
 	rt := sh.Runtime
-	image := env.Registry.Image(registry.Busybox)
-	get(sh.Image.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}})).must(t)
 	pc := podConfig("remove", t.TempDir())
-	sb := get(rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: pc})).must(t).PodSandboxId
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_, _ = rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb})
-	})
+	sb := runSandbox(ctx, t, rt, pc)
 	const callers = 6
 	race := func(what string, call func() error) {
 		t.Helper()

@@ -53,6 +53,30 @@ func eventually(t *testing.T, what string, f func() error) {
 	testenv.Eventually(t, what, 60*time.Second, f)
 }
 
+// busyboxShim starts a shim with the local registry's busybox pulled, and a
+// context for the test's calls.
+func busyboxShim(t *testing.T, limit time.Duration) (context.Context, *shimtest.Shim, string) {
+	t.Helper()
+	env := shimtest.Get(t)
+	sh := env.StartShim(t)
+	ctx := ctxT(t, limit)
+	image := env.Registry.Image(registry.Busybox)
+	get(sh.Image.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}})).must(t)
+	return ctx, sh, image
+}
+
+// runSandbox runs a sandbox of pc, removed when the test ends.
+func runSandbox(ctx context.Context, t *testing.T, rt runtimeapi.RuntimeServiceClient, pc *runtimeapi.PodSandboxConfig) string {
+	t.Helper()
+	id := get(rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: pc})).must(t).PodSandboxId
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+	})
+	return id
+}
+
 func podConfig(name, logDir string) *runtimeapi.PodSandboxConfig {
 	return &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "smoke", Uid: name + "-uid", Attempt: 0},

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/microlet/microlet/internal/testenv/registry"
 	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
 )
 
@@ -22,18 +20,10 @@ import (
 // missing, unknown, foreign or stopped target is refused.
 func TestTargetPIDNamespace(t *testing.T) {
 	env := shimtest.Get(t)
-	sh := env.StartShim(t)
-	ctx := ctxT(t, 5*time.Minute)
+	ctx, sh, image := busyboxShim(t, 5*time.Minute)
 	rt := sh.Runtime
-	image := env.Registry.Image(registry.Busybox)
-	get(sh.Image.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}})).must(t)
 	pc := podConfig("target", t.TempDir())
-	sbID := get(rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: pc})).must(t).PodSandboxId
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_, _ = rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sbID})
-	})
+	sbID := runSandbox(ctx, t, rt, pc)
 
 	create := func(name string, ns *runtimeapi.NamespaceOption, sandbox string, cmd ...string) (*runtimeapi.CreateContainerResponse, error) {
 		return rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandbox, SandboxConfig: pc, Config: &runtimeapi.ContainerConfig{
