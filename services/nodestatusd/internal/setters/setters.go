@@ -89,7 +89,8 @@ type Inputs struct {
 	Machine *MachineCache
 }
 
-// Defaults returns the setters in the kubelet's order, Ready last.
+// Defaults returns the setters in the kubelet's order, Ready last among the
+// conditions and the declared features after all of them.
 func Defaults(in *Inputs) []Setter {
 	return []Setter{
 		PodCIDR(in),
@@ -101,6 +102,7 @@ func Defaults(in *Inputs) []Setter {
 		PressureConditions(in),
 		in.Extra.Setter(in.Now),
 		ReadyCondition(in),
+		DeclaredFeatures(in),
 	}
 }
 
