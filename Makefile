@@ -10,7 +10,7 @@ DATA_DIR ?= /tmp/microlet-data
 MANIFEST_DIR ?= $(CURDIR)/examples/manifests
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help build run status get-pods get-node proto check-proto lint test test-deps ci clean
+.PHONY: help build hello-image run status get-pods get-node proto check-proto lint test test-deps ci clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -21,7 +21,14 @@ build: ## build microlet and every service binary into bin/ (static)
 	@for s in $(SERVICES); do CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$$s ./services/$$s || exit 1; done
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/pause ./services/runtime-shim/pause
 
-run: build ## run microlet standalone with the example manifests (Ctrl-C stops it)
+HELLO_IMAGE ?= microlet.local/hello:1.0
+
+hello-image: ## import the example pod's image (examples/hello, FROM scratch) into Docker; no registry needed
+	@mkdir -p $(BIN)/hello-image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/hello-image/hello ./examples/hello
+	tar -C $(BIN)/hello-image -c hello | docker import --change 'ENTRYPOINT ["/hello"]' - $(HELLO_IMAGE)
+
+run: build hello-image ## run microlet standalone with the example manifests (Ctrl-C stops it)
 	$(BIN)/microlet run --run-dir $(RUN_DIR) --data-dir $(DATA_DIR) --manifest-dir $(MANIFEST_DIR)
 
 status: ## show the services of a running `make run`
