@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -60,23 +63,72 @@ func New(client kubernetes.Interface, nodeName, component string, log *slog.Logg
 	}
 	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{QPS: qps, BurstSize: burst}))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	logged := b.StartEventWatcher(func(e *corev1.Event) { logEvent(log, &e.InvolvedObject, e.Type, e.Reason, e.Message) })
+	logged := b.StartEventWatcher(newLogSink(log, record.CorrelatorOptions{}).log)
 	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: nodeName})
 	return rec, func() { logged.Stop(); b.Shutdown() }
 }
 
 // NewLog returns a recorder that only writes events to the log (standalone
-// mode, and tests).
-func NewLog(log *slog.Logger) Recorder { return logRecorder{log} }
+// mode, and tests), correlated as New's are.
+func NewLog(log *slog.Logger) Recorder { return newLogRecorder(log, record.CorrelatorOptions{}) }
 
-type logRecorder struct{ log *slog.Logger }
+func newLogRecorder(log *slog.Logger, opts record.CorrelatorOptions) logRecorder {
+	return logRecorder{sink: newLogSink(log, opts), clock: opts.Clock}
+}
+
+type logRecorder struct {
+	sink  *logSink
+	clock interface{ Now() time.Time }
+}
 
 func (l logRecorder) Event(obj runtime.Object, eventtype, reason, message string) {
 	ref, err := reference.GetReference(scheme.Scheme, obj)
 	if err != nil {
 		ref = &corev1.ObjectReference{}
 	}
-	logEvent(l.log, ref, eventtype, reason, message)
+	now := time.Now()
+	if l.clock != nil {
+		now = l.clock.Now()
+	}
+	l.sink.log(&corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: ref.Namespace},
+		InvolvedObject: *ref, Type: eventtype, Reason: reason, Message: message, Count: 1,
+		Source:         corev1.EventSource{Component: Component},
+		FirstTimestamp: metav1.NewTime(now), LastTimestamp: metav1.NewTime(now),
+	})
+}
+
+// logSink writes events to the log through client-go's event correlator,
+// as the kubelet's recorder sends them to the API server: a repeat of an
+// event (same object, reason and message) is counted, and logged only when
+// its count reaches a power of two (with the count); similar events beyond
+// ten in ten minutes are combined; an object's events beyond the spam
+// filter's burst (25, then one per five minutes) are dropped. A sync loop
+// retrying every second thus logs its MissingClusterDNS or BackOff warning
+// a few times, not once a second.
+type logSink struct {
+	out *slog.Logger
+	mu  sync.Mutex
+	c   *record.EventCorrelator
+}
+
+func newLogSink(log *slog.Logger, opts record.CorrelatorOptions) *logSink {
+	return &logSink{out: log, c: record.NewEventCorrelatorWithOptions(opts)}
+}
+
+func (s *logSink) log(e *corev1.Event) {
+	s.mu.Lock()
+	res, err := s.c.EventCorrelate(e.DeepCopy())
+	if err != nil || res.Skip {
+		s.mu.Unlock()
+		return
+	}
+	s.c.UpdateState(res.Event)
+	s.mu.Unlock()
+	if n := res.Event.Count; n > 1 && n&(n-1) != 0 {
+		return
+	}
+	logEvent(s.out, &res.Event.InvolvedObject, res.Event.Type, res.Event.Reason, res.Event.Message, res.Event.Count)
 }
 
 func (l logRecorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
@@ -87,7 +139,7 @@ func (l logRecorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, ev
 	l.Eventf(obj, eventtype, reason, messageFmt, args...)
 }
 
-func logEvent(log *slog.Logger, ref *corev1.ObjectReference, eventtype, reason, message string) {
+func logEvent(log *slog.Logger, ref *corev1.ObjectReference, eventtype, reason, message string, count int32) {
 	level := slog.LevelInfo
 	if eventtype == corev1.EventTypeWarning {
 		level = slog.LevelWarn
@@ -95,6 +147,9 @@ func logEvent(log *slog.Logger, ref *corev1.ObjectReference, eventtype, reason, 
 	attrs := []any{"type", eventtype, "reason", reason, "object", ref.Kind + "/" + ref.Namespace + "/" + ref.Name}
 	if ref.FieldPath != "" {
 		attrs = append(attrs, "field", ref.FieldPath)
+	}
+	if count > 1 {
+		attrs = append(attrs, "count", count)
 	}
 	log.Log(context.Background(), level, "event: "+message, attrs...)
 }

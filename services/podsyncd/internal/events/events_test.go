@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 func testPod() *corev1.Pod {
@@ -70,5 +72,35 @@ func TestNewPostsEvents(t *testing.T) {
 			t.Fatal("no event posted")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A warning repeated every second for a pod (a sync loop retrying) is
+// logged at counts 1, 2, 4, 8 and 16 and then dropped by the spam filter
+// (burst 25 per object), as the kubelet's recorder would post it; another
+// pod's event is still logged.
+func TestLogRecorderCorrelatesRepeats(t *testing.T) {
+	var buf bytes.Buffer
+	clk := testingclock.NewFakeClock(time.Now())
+	rec := newLogRecorder(slog.New(slog.NewTextHandler(&buf, nil)), record.CorrelatorOptions{Clock: clk})
+	pod := testPod()
+	for range 100 {
+		rec.Event(pod, corev1.EventTypeWarning, MissingClusterDNS, "no cluster DNS")
+		clk.Step(time.Second)
+	}
+	other := testPod()
+	other.Name, other.UID = "q", "u2"
+	rec.Event(other, corev1.EventTypeWarning, MissingClusterDNS, "no cluster DNS")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("%d log lines, want 6:\n%s", len(lines), buf.String())
+	}
+	for i, want := range []string{"", "count=2", "count=4", "count=8", "count=16"} {
+		if !strings.Contains(lines[i], "object=Pod/ns/p") || (want != "" && !strings.HasSuffix(lines[i], want)) || (want == "" && strings.Contains(lines[i], "count=")) {
+			t.Errorf("line %d %q, want pod p with %q", i, lines[i], want)
+		}
+	}
+	if !strings.Contains(lines[5], "object=Pod/ns/q") {
+		t.Errorf("last line %q, want pod q's event", lines[5])
 	}
 }
