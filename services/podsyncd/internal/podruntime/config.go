@@ -120,8 +120,9 @@ func (m *Manager) podInfo(ctx context.Context, sandboxID string) envvars.Info {
 }
 
 // mounts turns the container's volumeMounts into CRI mounts over the pod's
-// set-up volumes; env is the container's environment, for subPathExpr.
-func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container, env map[string]string) ([]*runtimeapi.Mount, error) {
+// set-up volumes; env is the container's environment, for subPathExpr;
+// images are the pulled images of its image volumes (imageVolumes).
+func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container, env map[string]string, images map[string]*runtimeapi.ImageSpec) ([]*runtimeapi.Mount, error) {
 	if len(c.VolumeMounts) == 0 {
 		return nil, nil
 	}
@@ -139,6 +140,15 @@ func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container, env map[string]st
 		sub, err := mountSubPath(&vm, env)
 		if err != nil {
 			return nil, err
+		}
+		if v.Image {
+			// The runtime mounts the image (its subPath directory) read-only.
+			img, ok := images[vm.Name]
+			if !ok {
+				return nil, fmt.Errorf("container %s: image volume %q is not pulled", c.Name, vm.Name)
+			}
+			out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, Image: img, ImageSubPath: sub, Readonly: true})
+			continue
 		}
 		if sub != "" {
 			// A subPath through the atomic writer's links names the real
@@ -168,7 +178,7 @@ func expand(s string, vals map[string]string) string { return envvars.Expand(s, 
 
 // containerConfig is the CRI config of c. target is the runtime ID of the
 // container whose PID namespace an ephemeral container joins ("" for none).
-func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev1.Container, kind containerKind, restarts int, imageRef, sandboxID, target string) (*runtimeapi.ContainerConfig, error) {
+func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev1.Container, kind containerKind, restarts int, imageRef, sandboxID, target string, images map[string]*runtimeapi.ImageSpec) (*runtimeapi.ContainerConfig, error) {
 	info := m.podInfo(ctx, sandboxID)
 	var err error
 	if info.ServiceEnv, err = envvars.ServiceEnv(pod, m.opts.Services); err != nil {
@@ -189,7 +199,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 	for _, s := range c.Args {
 		args = append(args, expand(s, vals))
 	}
-	mounts, err := m.mounts(pod, c, vals)
+	mounts, err := m.mounts(pod, c, vals, images)
 	if err != nil {
 		return nil, err
 	}

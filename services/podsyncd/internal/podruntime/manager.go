@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -629,6 +630,14 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 		res.fail(err)
 		return
 	}
+	imageVols, err := m.imageVolumes(ctx, pod, c)
+	if err != nil {
+		if r, ok := m.Reasons(pod.UID)[c.Name]; ok {
+			m.containerEvent(pod, c, "", corev1.EventTypeWarning, events.Failed, "Error: "+r.Reason)
+		}
+		res.fail(err)
+		return
+	}
 	target, err := pidTarget(pod, c, kind, st)
 	if err != nil {
 		m.containerEvent(pod, c, "", corev1.EventTypeWarning, events.Failed, "Error: "+err.Error())
@@ -636,7 +645,7 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 		res.fail(err)
 		return
 	}
-	cfg, err := m.containerConfig(ctx, pod, c, kind, restarts, imageRef, sandboxID, target)
+	cfg, err := m.containerConfig(ctx, pod, c, kind, restarts, imageRef, sandboxID, target, imageVols)
 	if err != nil {
 		m.containerEvent(pod, c, "", corev1.EventTypeWarning, events.Failed, "Error: "+err.Error())
 		m.setReason(pod.UID, c.Name, &Reason{ReasonCreateConfigError, err.Error()})
@@ -700,8 +709,15 @@ func pidTarget(pod *corev1.Pod, c *corev1.Container, kind containerKind, st *Pod
 
 // ensureImage pulls the image as imagePullPolicy says.
 func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container) (string, error) {
-	spec := &runtimeapi.ImageSpec{Image: c.Image}
-	policy := c.ImagePullPolicy
+	return m.ensure(ctx, pod, c, events.ContainerRef(pod, c), c.Image, c.ImagePullPolicy)
+}
+
+// ensure pulls image as policy says ("" is IfNotPresent) with the pod's
+// credentials, recording the pull's events on ref and a failure's reason
+// (ErrImagePull, ImagePullBackOff, ErrImageNeverPull) on container c. It
+// is the image's reference for the runtime.
+func (m *Manager) ensure(ctx context.Context, pod *corev1.Pod, c *corev1.Container, ref runtime.Object, image string, policy corev1.PullPolicy) (string, error) {
+	spec := &runtimeapi.ImageSpec{Image: image}
 	if policy == "" {
 		policy = corev1.PullIfNotPresent
 	}
@@ -712,37 +728,36 @@ func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 			present = st.Image.Id
 		}
 	}
-	ref := events.ContainerRef(pod, c)
 	if present != "" {
-		m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulled, "Container image %q already present on machine", c.Image)
+		m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulled, "Container image %q already present on machine", image)
 		return present, nil
 	}
 	if policy == corev1.PullNever {
-		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
 		m.opts.Recorder.Event(ref, corev1.EventTypeWarning, events.ErrImageNeverPull, msg)
 		m.setReason(pod.UID, c.Name, &Reason{ReasonErrImageNeverPull, msg})
 		return "", errors.New(msg)
 	}
-	key := "pull_" + string(pod.UID) + "_" + c.Image
+	key := "pull_" + string(pod.UID) + "_" + image
 	now := m.opts.Clock.Now()
 	if m.pulls.IsInBackOffSinceUpdate(key, now) {
-		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		msg := fmt.Sprintf("Back-off pulling image %q", image)
 		m.opts.Recorder.Event(ref, corev1.EventTypeNormal, events.BackOff, msg)
 		m.setReason(pod.UID, c.Name, &Reason{ReasonImagePullBackOff, msg})
 		return "", errors.New(msg)
 	}
-	m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulling, "Pulling image %q", c.Image)
-	resp, err := m.pull(ctx, spec, m.pullAuths(ctx, pod, c.Image))
+	m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulling, "Pulling image %q", image)
+	resp, err := m.pull(ctx, spec, m.pullAuths(ctx, pod, image))
 	if err != nil {
 		m.pulls.Next(key, now)
-		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
+		msg := fmt.Sprintf("Failed to pull image %q: %v", image, err)
 		m.opts.Recorder.Event(ref, corev1.EventTypeWarning, events.Failed, msg)
 		m.setReason(pod.UID, c.Name, &Reason{ReasonErrImagePull, msg})
 		return "", errors.New(msg)
 	}
 	m.pulls.Reset(key)
 	m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulled, "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
-		c.Image, m.opts.Clock.Since(now).Truncate(time.Millisecond), m.opts.Clock.Since(now).Truncate(time.Millisecond), m.imageSize(ctx, resp.ImageRef))
+		image, m.opts.Clock.Since(now).Truncate(time.Millisecond), m.opts.Clock.Since(now).Truncate(time.Millisecond), m.imageSize(ctx, resp.ImageRef))
 	return resp.ImageRef, nil
 }
 

@@ -28,6 +28,9 @@ type Volume struct {
 	Path string
 	// ReadOnly is forced for the API-backed volumes, as upstream does.
 	ReadOnly bool
+	// Image is set for an image volume (volumes[].image): it has no host
+	// path; the container runtime mounts the pulled image itself.
+	Image bool
 }
 
 // Tokens requests service-account tokens bound to a pod (the TokenRequest API).
@@ -158,6 +161,10 @@ func (m *Manager) setupOne(ctx context.Context, pod *corev1.Pod, v *corev1.Volum
 		return m.setupEmptyDir(pod, v, info)
 	case v.HostPath != nil:
 		return Volume{Path: v.HostPath.Path}, checkHostPath(v.HostPath)
+	case v.Image != nil:
+		// Nothing to make on the host: podruntime pulls the image and the
+		// runtime mounts it read-only (a CRI mount with image set).
+		return Volume{ReadOnly: true, Image: true}, nil
 	case v.ConfigMap != nil, v.Secret != nil, v.DownwardAPI != nil, v.Projected != nil:
 		files, err := m.payload(ctx, pod, v, info)
 		if err != nil {
