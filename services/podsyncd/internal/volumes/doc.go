@@ -5,6 +5,8 @@
 // and downwardAPI sources). Files of the API-backed volumes are written
 // atomically the kubelet's way (a fresh timestamped dir, then a "..data"
 // symlink swapped by rename), so a running container sees an update whole.
+// An image volume (volumes[].image) has nothing on the host: it is recorded
+// with Image set, and podruntime asks the runtime to mount the pulled image.
 //
 //	vm := volumes.New(dataDir, src)
 //	if err := vm.Setup(ctx, pod, info); err != nil { /* FailedMount: retry */ }

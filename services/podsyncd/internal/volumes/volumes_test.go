@@ -164,3 +164,25 @@ func TestProjectedTokenRefresh(t *testing.T) {
 		t.Fatalf("token = %q, want a refreshed one", got)
 	}
 }
+
+// TestImageVolumeSetup: an image volume sets up without a host path (the
+// runtime mounts the image), read-only, and creates nothing under the pod
+// dir; an unsupported type next to it still fails naming the volume.
+func TestImageVolumeSetup(t *testing.T) {
+	m := New(t.TempDir(), objects{}, nil)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-img"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+		{Name: "img", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: "example.test/data:1", PullPolicy: corev1.PullIfNotPresent}}},
+		{Name: "nfs", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "s", Path: "/"}}},
+	}}}
+	err := m.Setup(context.Background(), pod, envvars.Info{})
+	if err == nil || !strings.Contains(err.Error(), `volume "nfs"`) || strings.Contains(err.Error(), `"img"`) {
+		t.Fatalf("Setup error %v, want only the nfs volume's", err)
+	}
+	v, ok := m.Paths(pod.UID)["img"]
+	if !ok || !v.Image || !v.ReadOnly || v.Path != "" {
+		t.Errorf("image volume = %+v (set up %v), want Image, ReadOnly and no path", v, ok)
+	}
+	if _, err := os.Stat(filepath.Join(m.PodDir(pod.UID), "volumes")); !os.IsNotExist(err) {
+		t.Errorf("image volume made a volumes dir: %v", err)
+	}
+}
