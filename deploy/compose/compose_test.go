@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
@@ -36,7 +37,14 @@ import (
 )
 
 // nodeServices are the long-running containers besides the control plane.
-var nodeServices = []string{"podconfig", "cloudsyncd", "runtime-shim", "statusd", "nodestatusd", "nodeapi", "podsyncd"}
+// One per service of internal/components, named like it.
+var nodeServices = func() []string {
+	out := make([]string, 0, len(components.All))
+	for _, c := range components.All {
+		out = append(out, c.Name)
+	}
+	return out
+}()
 
 // composeCmd finds `docker compose` (v2) or Debian's docker-compose (v1).
 func composeCmd() []string {
@@ -603,4 +611,48 @@ func deploymentRuns(ctx context.Context, t *testing.T, cs kubernetes.Interface, 
 		}
 		return nil
 	})
+}
+
+// TestComposeDependsOnFollowsComponents keeps each node service's depends_on
+// what internal/components says it needs, each healthy first; a service that
+// needs none waits for node-credentials (the x-node default, which a
+// service's own depends_on replaces).
+func TestComposeDependsOnFollowsComponents(t *testing.T) {
+	data, err := os.ReadFile("docker-compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Services map[string]struct {
+			DependsOn map[string]struct {
+				Condition string `yaml:"condition"`
+			} `yaml:"depends_on"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range components.All {
+		svc, ok := file.Services[c.Name]
+		if !ok {
+			t.Errorf("no %s service", c.Name)
+			continue
+		}
+		want := slices.Clone(c.Needs)
+		if len(want) == 0 {
+			want = []string{"node-credentials"}
+		}
+		slices.Sort(want)
+		var got []string
+		for name, dep := range svc.DependsOn {
+			got = append(got, name)
+			if dep.Condition != "service_healthy" {
+				t.Errorf("%s depends on %s with condition %q, want service_healthy", c.Name, name, dep.Condition)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s depends_on %v, components says %v", c.Name, got, want)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -399,5 +400,62 @@ func TestNotify(t *testing.T) {
 	_ = n.conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	if m, err := n.conn.Read(make([]byte, 64)); err == nil {
 		t.Fatalf("notification after STOPPING=1 (%d bytes)", m)
+	}
+}
+
+// unitDeps returns the units named by the Wants= and After= lines of a unit
+// file's [Unit] section, each sorted.
+func unitDeps(t *testing.T, file string) (wants, after []string) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			section = line
+			continue
+		}
+		if section != "[Unit]" {
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "Wants="); ok {
+			wants = append(wants, strings.Fields(v)...)
+		}
+		if v, ok := strings.CutPrefix(line, "After="); ok {
+			after = append(after, strings.Fields(v)...)
+		}
+	}
+	slices.Sort(wants)
+	slices.Sort(after)
+	return wants, after
+}
+
+// TestUnitDependenciesFollowComponents keeps every service unit's Wants= and
+// After= what internal/components says: the sockets of the services it needs
+// or calls, and microlet-credentials.service; After= adds the unit's own
+// socket and, for the services that talk to Docker, docker.service.
+func TestUnitDependenciesFollowComponents(t *testing.T) {
+	usesDocker := map[string]bool{components.RuntimeShim: true, components.PodSyncd: true}
+	for _, c := range components.All {
+		want := []string{"microlet-credentials.service"}
+		for _, n := range append(slices.Clone(c.Needs), c.Calls...) {
+			want = append(want, "microlet-"+n+".socket")
+		}
+		wantAfter := append(slices.Clone(want), "microlet-"+c.Name+".socket")
+		if usesDocker[c.Name] {
+			wantAfter = append(wantAfter, "docker.service")
+		}
+		slices.Sort(want)
+		slices.Sort(wantAfter)
+		wants, after := unitDeps(t, "microlet-"+c.Name+".service")
+		if !slices.Equal(wants, want) {
+			t.Errorf("microlet-%s.service: Wants=%v, components says %v", c.Name, wants, want)
+		}
+		if !slices.Equal(after, wantAfter) {
+			t.Errorf("microlet-%s.service: After=%v, components says %v", c.Name, after, wantAfter)
+		}
 	}
 }

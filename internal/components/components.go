@@ -28,6 +28,11 @@ type Component struct {
 	Socket string
 	// Needs are the services that must be SERVING before this one starts.
 	Needs []string
+	// Calls are further services it calls without waiting for them to
+	// serve first: a call made while one is (re)starting is retried or
+	// waits in the socket's backlog. Its systemd unit wants the sockets of
+	// Needs and Calls; the supervisor and compose wait for Needs only.
+	Calls []string
 }
 
 // All lists the services in a valid start order.
@@ -36,8 +41,8 @@ var All = []Component{
 	{Name: CloudSyncd, Socket: "cloudsyncd.sock"},
 	{Name: RuntimeShim, Socket: "runtime.sock"},
 	{Name: Statusd, Socket: "statusd.sock", Needs: []string{PodConfig}},
-	{Name: NodeStatusd, Socket: "nodestatusd.sock", Needs: []string{RuntimeShim, CloudSyncd}},
-	{Name: NodeAPI, Socket: "nodeapi.sock", Needs: []string{PodConfig, Statusd, RuntimeShim}},
+	{Name: NodeStatusd, Socket: "nodestatusd.sock", Needs: []string{RuntimeShim, CloudSyncd}, Calls: []string{NodeAPI}},
+	{Name: NodeAPI, Socket: "nodeapi.sock", Needs: []string{PodConfig, Statusd, RuntimeShim}, Calls: []string{PodSyncd}},
 	{Name: PodSyncd, Socket: "podsyncd.sock", Needs: []string{PodConfig, Statusd, RuntimeShim, NodeStatusd}},
 }
 

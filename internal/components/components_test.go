@@ -15,3 +15,20 @@ func TestStartOrder(t *testing.T) {
 		seen[c.Name] = true
 	}
 }
+
+// TestCallsAreComponents checks that Calls names only listed services, and
+// none that is already in Needs.
+func TestCallsAreComponents(t *testing.T) {
+	for _, c := range All {
+		for _, n := range c.Calls {
+			if _, err := Get(n); err != nil || n == Supervisor {
+				t.Errorf("%s calls %q, which is not a service", c.Name, n)
+			}
+			for _, need := range c.Needs {
+				if need == n {
+					t.Errorf("%s lists %s in both Needs and Calls", c.Name, n)
+				}
+			}
+		}
+	}
+}
