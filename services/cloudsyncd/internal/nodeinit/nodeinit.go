@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	nodehelpers "k8s.io/cloud-provider/node/helpers"
+	nodeutil "k8s.io/component-helpers/node/util"
 
 	"github.com/microlet/microlet/services/cloudsyncd/internal/provider"
 )
@@ -229,7 +230,7 @@ func (c *Controller) Run(ctx context.Context) {
 func (c *Controller) Reconcile(ctx context.Context, node *corev1.Node) error {
 	var errs []error
 	if hasTaint(node, uninitializedTaint.Key) {
-		if err := c.initialise(ctx); err != nil {
+		if err := c.initialise(ctx, node); err != nil {
 			errs = append(errs, fmt.Errorf("initialise: %w", err))
 		}
 	}
@@ -251,8 +252,9 @@ func (c *Controller) Reconcile(ctx context.Context, node *corev1.Node) error {
 	return errors.Join(errs...)
 }
 
-// initialise does what the cloud-node controller does for a new Node.
-func (c *Controller) initialise(ctx context.Context) error {
+// initialise does what the cloud-node controller does for a new Node; node
+// is the current object (not modified).
+func (c *Controller) initialise(ctx context.Context, node *corev1.Node) error {
 	md, err := c.src.InstanceMetadata(ctx)
 	if err != nil {
 		return err
@@ -263,14 +265,17 @@ func (c *Controller) initialise(ctx context.Context) error {
 			return err
 		}
 	}
-	// Addresses first (status subresource, replaced whole by a merge patch:
-	// the strategic merge key "type" collapses several addresses of a type).
+	// Addresses first, on the status subresource, through the patch the
+	// kubelet and the cloud-node controller use (it replaces the list
+	// whole, so several addresses of one type survive).
 	if len(addrs) > 0 {
-		patch, err := json.Marshal(map[string]any{"status": map[string]any{"addresses": addrs}})
-		if err != nil {
+		// PatchNodeStatus takes no context.
+		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if _, err := c.client.CoreV1().Nodes().Patch(ctx, c.node, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		updated := node.DeepCopy()
+		updated.Status.Addresses = addrs
+		if _, _, err := nodeutil.PatchNodeStatus(c.client.CoreV1(), types.NodeName(c.node), node, updated); err != nil {
 			return fmt.Errorf("addresses: %w", err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -87,5 +88,40 @@ func TestReconcileUnit(t *testing.T) {
 	}
 	if n := get(); hasTaint(n, shutdownTaint.Key) || !hasTaint(n, "other") {
 		t.Fatalf("taints %v", n.Spec.Taints)
+	}
+}
+
+// TestInitialiseKeepsAddressesOfOneType: the provider's addresses replace the
+// Node's whole, two InternalIPs (IPv4 and IPv6) included, whether the Node had
+// addresses before or none.
+func TestInitialiseKeepsAddressesOfOneType(t *testing.T) {
+	want := []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "10.3.0.7"},
+		{Type: corev1.NodeInternalIP, Address: "fd00::7"},
+		{Type: corev1.NodeHostName, Address: "n1"},
+	}
+	for name, before := range map[string][]corev1.NodeAddress{
+		"none":  nil,
+		"other": {{Type: corev1.NodeInternalIP, Address: "10.3.0.1"}, {Type: corev1.NodeExternalIP, Address: "192.0.2.1"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			node := &corev1.Node{
+				ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+				Spec:       corev1.NodeSpec{Taints: []corev1.Taint{*uninitializedTaint}},
+				Status:     corev1.NodeStatus{Addresses: before},
+			}
+			cs := fake.NewClientset(node)
+			ctx := context.Background()
+			if err := New(cs, "n1", &src{md: provider.Metadata{Addresses: want}}).Reconcile(ctx, node); err != nil {
+				t.Fatal(err)
+			}
+			n, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(n.Status.Addresses, want) {
+				t.Errorf("addresses %v, want %v", n.Status.Addresses, want)
+			}
+		})
 	}
 }
