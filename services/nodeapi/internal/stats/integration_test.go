@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	kubelettypes "k8s.io/kubelet/pkg/types"
 
 	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/shim"
@@ -141,7 +142,7 @@ func TestRuntimeShim(t *testing.T) {
 			Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: ns, Uid: uid},
 			Hostname:     name,
 			LogDirectory: filepath.Join(logsDir, ns+"_"+name+"_"+uid),
-			Labels:       map[string]string{labelPodName: name, labelPodNamespace: ns, labelPodUID: uid},
+			Labels:       map[string]string{kubelettypes.KubernetesPodNameLabel: name, kubelettypes.KubernetesPodNamespaceLabel: ns, kubelettypes.KubernetesPodUIDLabel: uid},
 			Linux:        &runtimeapi.LinuxPodSandboxConfig{},
 		}
 		sb, err := env.Runtime.RunPodSandbox(ctx, pc, "")
@@ -161,7 +162,7 @@ func TestRuntimeShim(t *testing.T) {
 				Image:    &runtimeapi.ImageSpec{Image: env.Busybox},
 				Command:  []string{"sh", "-c", script},
 				LogPath:  cname + "/0.log",
-				Labels:   map[string]string{labelPodName: name, labelPodNamespace: ns, labelPodUID: uid, labelContainerName: cname},
+				Labels:   map[string]string{kubelettypes.KubernetesPodNameLabel: name, kubelettypes.KubernetesPodNamespaceLabel: ns, kubelettypes.KubernetesPodUIDLabel: uid, kubelettypes.KubernetesContainerNameLabel: cname},
 				Mounts:   mounts,
 				Linux:    &runtimeapi.LinuxContainerConfig{Resources: res},
 			}

@@ -15,14 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-)
-
-// The labels the kubelet (and podsyncd) put on sandboxes and containers.
-const (
-	labelPodName       = "io.kubernetes.pod.name"
-	labelPodNamespace  = "io.kubernetes.pod.namespace"
-	labelPodUID        = "io.kubernetes.pod.uid"
-	labelContainerName = "io.kubernetes.container.name"
+	kubelettypes "k8s.io/kubelet/pkg/types"
 )
 
 // etcHostsFile is the pod's managed /etc/hosts in its pod dir, counted in
@@ -242,15 +235,15 @@ func groupContainerStats(cs []*runtimeapi.ContainerStats, containers []*runtimea
 }
 
 func podName(sb *runtimeapi.PodSandbox) string {
-	return cmp.Or(sb.GetMetadata().GetName(), sb.GetLabels()[labelPodName])
+	return cmp.Or(sb.GetMetadata().GetName(), sb.GetLabels()[kubelettypes.KubernetesPodNameLabel])
 }
 
 func podNamespace(sb *runtimeapi.PodSandbox) string {
-	return cmp.Or(sb.GetMetadata().GetNamespace(), sb.GetLabels()[labelPodNamespace])
+	return cmp.Or(sb.GetMetadata().GetNamespace(), sb.GetLabels()[kubelettypes.KubernetesPodNamespaceLabel])
 }
 
 func containerName(md *runtimeapi.ContainerMetadata, labels map[string]string) string {
-	return cmp.Or(md.GetName(), labels[labelContainerName])
+	return cmp.Or(md.GetName(), labels[kubelettypes.KubernetesContainerNameLabel])
 }
 
 // pod builds one pod's stats; false when the sandbox names no pod.
@@ -259,7 +252,7 @@ func (s *scrape) pod(sb *runtimeapi.PodSandbox, st *runtimeapi.PodSandboxStats, 
 		PodRef: statsv1alpha1.PodReference{
 			Name:      podName(sb),
 			Namespace: podNamespace(sb),
-			UID:       cmp.Or(sb.GetMetadata().GetUid(), sb.GetLabels()[labelPodUID]),
+			UID:       cmp.Or(sb.GetMetadata().GetUid(), sb.GetLabels()[kubelettypes.KubernetesPodUIDLabel]),
 		},
 		// The kubelet's pod start time is the sandbox's creation.
 		StartTime:  metav1.NewTime(time.Unix(0, sb.CreatedAt)),

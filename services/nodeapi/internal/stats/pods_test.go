@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	kubelettypes "k8s.io/kubelet/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -32,7 +33,7 @@ func sandbox(id, name, ns, uid string, state runtimeapi.PodSandboxState, created
 	return &runtimeapi.PodSandbox{
 		Id: id, State: state, CreatedAt: created.UnixNano(),
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: ns, Uid: uid},
-		Labels:   map[string]string{labelPodName: name, labelPodNamespace: ns, labelPodUID: uid},
+		Labels:   map[string]string{kubelettypes.KubernetesPodNameLabel: name, kubelettypes.KubernetesPodNamespaceLabel: ns, kubelettypes.KubernetesPodUIDLabel: uid},
 	}
 }
 
@@ -40,7 +41,7 @@ func ctr(id, sb, name string, attempt uint32, state runtimeapi.ContainerState, c
 	return &runtimeapi.Container{
 		Id: id, PodSandboxId: sb, State: state, CreatedAt: created.UnixNano(),
 		Metadata: &runtimeapi.ContainerMetadata{Name: name, Attempt: attempt},
-		Labels:   map[string]string{labelContainerName: name},
+		Labels:   map[string]string{kubelettypes.KubernetesContainerNameLabel: name},
 	}
 }
 

@@ -18,22 +18,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	nodeutil "k8s.io/component-helpers/node/util"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 
 	"github.com/microlet/microlet/internal/version"
 	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
 )
 
-// Labels and taints the kubelet sets that client libraries do not name.
-const (
-	LabelBetaOS   = "beta.kubernetes.io/os"
-	LabelBetaArch = "beta.kubernetes.io/arch"
-	// AnnotationControllerManagedAttachDetach tells the attach/detach
-	// controller it owns this node's volume attachments, as the kubelet says.
-	AnnotationControllerManagedAttachDetach = "volumes.kubernetes.io/controller-managed-attach-detach"
-	// TaintExternalCloudProvider waits for the cloud controller to initialise the node.
-	TaintExternalCloudProvider = "node.cloudprovider.kubernetes.io/uninitialized"
-)
+// AnnotationControllerManagedAttachDetach tells the attach/detach controller it
+// owns this node's volume attachments, as the kubelet says. It is the one key
+// the kubelet sets that client libraries do not name.
+const AnnotationControllerManagedAttachDetach = "volumes.kubernetes.io/controller-managed-attach-detach"
 
 // Options say what to register.
 type Options struct {
@@ -69,8 +65,8 @@ func InitialNode(o Options, md *cloudsyncv1.GetInstanceMetadataResponse, log *sl
 				corev1.LabelHostname:   hostname,
 				corev1.LabelOSStable:   runtime.GOOS,
 				corev1.LabelArchStable: runtime.GOARCH,
-				LabelBetaOS:            runtime.GOOS,
-				LabelBetaArch:          runtime.GOARCH,
+				kubeletapis.LabelOS:    runtime.GOOS,
+				kubeletapis.LabelArch:  runtime.GOARCH,
 			},
 			Annotations: map[string]string{AnnotationControllerManagedAttachDetach: "true"},
 		},
@@ -93,7 +89,7 @@ func InitialNode(o Options, md *cloudsyncv1.GetInstanceMetadataResponse, log *sl
 		addTaint(corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})
 	}
 	if o.ExternalCloudProvider {
-		addTaint(corev1.Taint{Key: TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+		addTaint(corev1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule})
 	}
 	if md != nil {
 		node.Spec.ProviderID = md.GetProviderId()
@@ -133,8 +129,8 @@ var DefaultLabelKeys = []string{
 	corev1.LabelInstanceType,
 	corev1.LabelOSStable,
 	corev1.LabelArchStable,
-	LabelBetaOS,
-	LabelBetaArch,
+	kubeletapis.LabelOS,
+	kubeletapis.LabelArch,
 }
 
 // ReconcileLabels copies the default labels of initial onto existing, and
@@ -244,7 +240,7 @@ var kubeletLabels = map[string]bool{
 	corev1.LabelHostname: true, corev1.LabelTopologyZone: true, corev1.LabelTopologyRegion: true,
 	corev1.LabelFailureDomainBetaZone: true, corev1.LabelFailureDomainBetaRegion: true,
 	corev1.LabelInstanceType: true, corev1.LabelInstanceTypeStable: true,
-	corev1.LabelOSStable: true, corev1.LabelArchStable: true, LabelBetaOS: true, LabelBetaArch: true,
+	corev1.LabelOSStable: true, corev1.LabelArchStable: true, kubeletapis.LabelOS: true, kubeletapis.LabelArch: true,
 }
 
 // ValidateLabels checks --node-labels: valid keys and values, and no

@@ -16,10 +16,11 @@ import (
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	"github.com/microlet/microlet/internal/version"
-	"github.com/microlet/microlet/services/nodestatusd/internal/registration"
 	"github.com/microlet/microlet/services/nodestatusd/internal/simulate"
 )
 
@@ -67,7 +68,7 @@ func TestRegistrationStatusAndLeaseWithNodeIdentity(t *testing.T) {
 		return nil
 	})
 	wantLabels := map[string]string{
-		corev1.LabelHostname: name, corev1.LabelOSStable: "linux", registration.LabelBetaOS: "linux",
+		corev1.LabelHostname: name, corev1.LabelOSStable: "linux", kubeletapis.LabelOS: "linux",
 		corev1.LabelInstanceTypeStable: "m.small", corev1.LabelInstanceType: "m.small",
 		corev1.LabelTopologyZone: "zone-a", corev1.LabelFailureDomainBetaZone: "zone-a",
 		corev1.LabelTopologyRegion: "region-1", corev1.LabelFailureDomainBetaRegion: "region-1",
@@ -78,7 +79,7 @@ func TestRegistrationStatusAndLeaseWithNodeIdentity(t *testing.T) {
 			t.Errorf("label %s = %q, want %q", k, node.Labels[k], v)
 		}
 	}
-	for _, key := range []string{"dedicated", corev1.TaintNodeUnschedulable, registration.TaintExternalCloudProvider} {
+	for _, key := range []string{"dedicated", corev1.TaintNodeUnschedulable, cloudproviderapi.TaintExternalCloudProvider} {
 		if !slices.ContainsFunc(node.Spec.Taints, func(tn corev1.Taint) bool { return tn.Key == key }) {
 			t.Errorf("taint %s missing: %+v", key, node.Spec.Taints)
 		}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubelettypes "k8s.io/kubelet/pkg/types"
 	testclock "k8s.io/utils/clock/testing"
 )
 
@@ -54,7 +55,7 @@ func BenchmarkPass110Pods(b *testing.B) {
 				rt.cs = append(rt.cs, &runtimeapi.Container{
 					Id: fmt.Sprintf("%s-%d-%d", uid, c, i), PodSandboxId: "sb-" + uid, State: st,
 					CreatedAt: now.Add(-time.Duration(10-i) * time.Minute).UnixNano(),
-					Metadata:  &runtimeapi.ContainerMetadata{Name: fmt.Sprintf("c%d", c)}, Labels: map[string]string{labelPodUID: uid},
+					Metadata:  &runtimeapi.ContainerMetadata{Name: fmt.Sprintf("c%d", c)}, Labels: map[string]string{kubelettypes.KubernetesPodUIDLabel: uid},
 				})
 			}
 		}

@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubelettypes "k8s.io/kubelet/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/containerlogs"
@@ -21,9 +22,6 @@ import (
 
 // DefaultPeriod is how often the kubelet collects containers (ContainerGCPeriod).
 const DefaultPeriod = time.Minute
-
-// labelPodUID is the label the kubelet (and podsyncd) put the pod's UID in.
-const labelPodUID = "io.kubernetes.pod.uid"
 
 // Policy is the kubelet's container GC policy. The zero value is not the
 // default: use DefaultPolicy.
@@ -153,7 +151,7 @@ func (g *GC) removeContainer(ctx context.Context, c *runtimeapi.Container) error
 		g.opts.Log.Warn("container gc: could not remove container", "container", c.Id, "err", err)
 		return fmt.Errorf("remove container %s: %w", c.Id, err)
 	}
-	g.opts.Log.Debug("container gc: removed container", "container", c.Id, "pod", c.Labels[labelPodUID], "name", c.GetMetadata().GetName())
+	g.opts.Log.Debug("container gc: removed container", "container", c.Id, "pod", c.Labels[kubelettypes.KubernetesPodUIDLabel], "name", c.GetMetadata().GetName())
 	return nil
 }
 
@@ -209,13 +207,15 @@ func PodUIDFromLogDir(name string) types.UID {
 	return types.UID(name[i+1:])
 }
 
-func containerUID(c *runtimeapi.Container) types.UID { return types.UID(c.Labels[labelPodUID]) }
+func containerUID(c *runtimeapi.Container) types.UID {
+	return types.UID(c.Labels[kubelettypes.KubernetesPodUIDLabel])
+}
 
 func sandboxUID(sb *runtimeapi.PodSandbox) types.UID {
 	if uid := sb.GetMetadata().GetUid(); uid != "" {
 		return types.UID(uid)
 	}
-	return types.UID(sb.Labels[labelPodUID])
+	return types.UID(sb.Labels[kubelettypes.KubernetesPodUIDLabel])
 }
 
 // newestFirst orders containers by creation, newest first (ID breaks ties,

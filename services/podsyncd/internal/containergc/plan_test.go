@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubelettypes "k8s.io/kubelet/pkg/types"
 	testclock "k8s.io/utils/clock/testing"
 )
 
@@ -22,7 +23,7 @@ var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 func ctr(id, uid, name string, age time.Duration, state runtimeapi.ContainerState) *runtimeapi.Container {
 	return &runtimeapi.Container{
 		Id: id, PodSandboxId: "sb-" + uid, State: state, CreatedAt: t0.Add(-age).UnixNano(),
-		Metadata: &runtimeapi.ContainerMetadata{Name: name}, Labels: map[string]string{labelPodUID: uid},
+		Metadata: &runtimeapi.ContainerMetadata{Name: name}, Labels: map[string]string{kubelettypes.KubernetesPodUIDLabel: uid},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubelettypes "k8s.io/kubelet/pkg/types"
 )
 
 // DefaultSymlinkDir is where the kubelet links every container's log.
@@ -22,10 +23,6 @@ const (
 	// maxNameLen is the longest file name ext4 allows; longer symlink
 	// names are cut, as the kubelet cuts them.
 	maxNameLen = 255
-	// Label keys the kubelet (and podsyncd) put on containers.
-	labelPodName      = "io.kubernetes.pod.name"
-	labelPodNamespace = "io.kubernetes.pod.namespace"
-	labelContainer    = "io.kubernetes.container.name"
 )
 
 // SymlinkPath is the symlink of a container's log in dir:
@@ -95,7 +92,7 @@ func Remove(ctx context.Context, rt runtimeapi.RuntimeServiceClient, symlinkDir,
 	}
 	if symlinkDir != "" {
 		l := st.GetLabels()
-		link := SymlinkPath(symlinkDir, l[labelPodName], l[labelPodNamespace], l[labelContainer], containerID)
+		link := SymlinkPath(symlinkDir, l[kubelettypes.KubernetesPodNameLabel], l[kubelettypes.KubernetesPodNamespaceLabel], l[kubelettypes.KubernetesContainerNameLabel], containerID)
 		if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove log symlink of container %s: %w", containerID, err)
 		}

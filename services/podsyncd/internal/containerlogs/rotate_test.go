@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubelettypes "k8s.io/kubelet/pkg/types"
 	testclock "k8s.io/utils/clock/testing"
 )
 
@@ -55,7 +56,7 @@ func (f *fakeRuntime) ContainerStatus(_ context.Context, req *runtimeapi.Contain
 	}
 	return &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{
 		Id: req.ContainerId, LogPath: p, State: st,
-		Labels: map[string]string{labelPodName: "web", labelPodNamespace: "default", labelContainer: "app"},
+		Labels: map[string]string{kubelettypes.KubernetesPodNameLabel: "web", kubelettypes.KubernetesPodNamespaceLabel: "default", kubelettypes.KubernetesContainerNameLabel: "app"},
 	}}, nil
 }
 

@@ -12,10 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubelettypes "k8s.io/kubelet/pkg/types"
 )
-
-// LabelPodUID is the label that ties runtime objects to a pod.
-const LabelPodUID = "io.kubernetes.pod.uid"
 
 // Relister reports changed pods.
 type Relister struct {
@@ -60,14 +58,14 @@ func (r *Relister) Relist(ctx context.Context) error {
 	}
 	parts := map[types.UID][]string{}
 	for _, sb := range sbs.Items {
-		uid := types.UID(sb.Labels[LabelPodUID])
+		uid := types.UID(sb.Labels[kubelettypes.KubernetesPodUIDLabel])
 		if uid == "" {
 			continue
 		}
 		parts[uid] = append(parts[uid], "s:"+sb.Id+":"+sb.State.String())
 	}
 	for _, c := range cs.Containers {
-		uid := types.UID(c.Labels[LabelPodUID])
+		uid := types.UID(c.Labels[kubelettypes.KubernetesPodUIDLabel])
 		if uid == "" {
 			continue
 		}

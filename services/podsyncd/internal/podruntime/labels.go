@@ -9,16 +9,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kubelettypes "k8s.io/kubelet/pkg/types"
 	"k8s.io/utils/dump"
 )
 
 // Label and annotation keys, the same as the kubelet's so tools that know the
-// kubelet's conventions (crictl filters, log shippers) work unchanged.
+// kubelet's conventions (crictl filters, log shippers) work unchanged. The
+// four k8s.io/kubelet names come from there; the rest the kubelet keeps
+// inside its own tree.
 const (
-	LabelPodName        = "io.kubernetes.pod.name"
-	LabelPodNamespace   = "io.kubernetes.pod.namespace"
-	LabelPodUID         = "io.kubernetes.pod.uid"
-	LabelContainerName  = "io.kubernetes.container.name"
+	LabelPodName        = kubelettypes.KubernetesPodNameLabel
+	LabelPodNamespace   = kubelettypes.KubernetesPodNamespaceLabel
+	LabelPodUID         = kubelettypes.KubernetesPodUIDLabel
+	LabelContainerName  = kubelettypes.KubernetesContainerNameLabel
 	LabelContainerType  = "io.kubernetes.container.type"
 	AnnotationHash      = "io.kubernetes.container.hash"
 	AnnotationRestarts  = "io.kubernetes.container.restartCount"
