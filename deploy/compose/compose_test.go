@@ -30,6 +30,7 @@ import (
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
@@ -149,11 +150,11 @@ func (b *box) states() map[string]string {
 // because those services are built in other issues.
 func TestComposeDevBox(t *testing.T) {
 	if out, err := docker("info", "-f", "{{.ServerVersion}}"); err != nil {
-		t.Skipf("no Docker engine: %v %s", err, out)
+		testenv.RequireOrSkip(t, "no Docker engine: %v %s", err, out)
 	}
 	compose := composeCmd()
 	if compose == nil {
-		t.Skip("neither `docker compose` nor docker-compose is installed")
+		testenv.RequireOrSkip(t, "neither `docker compose` nor docker-compose is installed (apt-get install docker-compose)")
 	}
 	root, err := filepath.Abs("../..")
 	if err != nil {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Debian packages the tests use: etcd for the control plane, busybox-static and
 # bash-static (the conformance busybox image's sh) for test images, iptables for
-# the CNI portmap plugin. apt-get runs only when something is missing.
+# the CNI portmap plugin, curl (a conformance image), script(1) (kubectl exec -t),
+# systemd-analyze (deploy/systemd), docker-compose (deploy/compose). apt-get runs
+# only when something is missing. docs/testing.md lists every host fact.
 set -euo pipefail
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
@@ -9,6 +11,10 @@ command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 [ -x /bin/bash-static ] || need+=(bash-static)
 command -v flock >/dev/null 2>&1 || need+=(util-linux)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
+[ -x /usr/bin/curl ] || need+=(curl)
+command -v script >/dev/null 2>&1 || need+=(bsdutils)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
   $sudo apt-get update -qq

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 )
 
@@ -43,10 +44,7 @@ func requireBinaries(t *testing.T) {
 	t.Helper()
 	for _, find := range []func() (string, error){controlplane.FindEtcd, controlplane.FindKubeAPIServer, controlplane.FindKubeScheduler, controlplane.FindKubeControllerManager} {
 		if _, err := find(); err != nil {
-			if os.Getenv(controlplane.EnvRequire) == "1" {
-				t.Fatalf("%v", err)
-			}
-			t.Skip(err)
+			testenv.RequireOrSkip(t, "%v", err)
 		}
 	}
 }

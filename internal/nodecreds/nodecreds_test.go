@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 )
 
@@ -58,8 +59,8 @@ func controlPlane(t *testing.T) *controlplane.ControlPlane {
 		})
 	})
 	if cluster.err != nil {
-		if errors.Is(cluster.err, controlplane.ErrMissingBinary) && os.Getenv(controlplane.EnvRequire) != "1" {
-			t.Skipf("no control plane: %v", cluster.err)
+		if errors.Is(cluster.err, controlplane.ErrMissingBinary) {
+			testenv.RequireOrSkip(t, "no control plane: %v", cluster.err)
 		}
 		t.Fatal(cluster.err)
 	}

@@ -8,5 +8,7 @@
 // Build compiles binaries once per test process, LockedBuffer collects a
 // child's output while the test reads it, ShortDir makes directories short
 // enough for socket paths, Process runs a child that is stopped when the
-// test ends, HostIP finds an address backends can listen on.
+// test ends, HostIP finds an address backends can listen on, and
+// RequireOrSkip is the one way a test skips for a missing host fact (it
+// fails instead under MICROLET_REQUIRE_CONTROLPLANE=1; docs/testing.md).
 package testenv

@@ -7,8 +7,8 @@ import (
 
 // HostIP returns a global unicast IPv4 address of this machine, for test
 // servers that stand in for pods: the API server refuses loopback and
-// link-local addresses in EndpointSlices. It skips the test when there is
-// none.
+// link-local addresses in EndpointSlices. When there is none it skips the
+// test, or fails it when Required.
 func HostIP(t testing.TB) string {
 	t.Helper()
 	addrs, err := net.InterfaceAddrs()
@@ -20,6 +20,6 @@ func HostIP(t testing.TB) string {
 			return n.IP.String()
 		}
 	}
-	t.Skip("no global unicast IPv4 address on this machine for a backend (the API server refuses loopback endpoints)")
+	RequireOrSkip(t, "no global unicast IPv4 address on this machine for a backend (the API server refuses loopback endpoints)")
 	return ""
 }

@@ -36,8 +36,8 @@ func requireBuilt(t *testing.T, what string, find func() (string, error)) string
 	t.Helper()
 	p, err := find()
 	if err != nil {
-		if errors.Is(err, controlplane.ErrMissingBinary) && os.Getenv(controlplane.EnvRequire) != "1" {
-			t.Skipf("no %s: %v (set %s=1 to fail instead)", what, err, controlplane.EnvRequire)
+		if errors.Is(err, controlplane.ErrMissingBinary) {
+			testenv.RequireOrSkip(t, "no %s: %v", what, err)
 		}
 		t.Fatalf("%s: %v", what, err)
 	}

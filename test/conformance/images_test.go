@@ -20,10 +20,7 @@ import (
 
 func TestBusyboxTree(t *testing.T) {
 	if _, err := os.Stat("/bin/busybox"); err != nil {
-		if os.Getenv("MICROLET_REQUIRE_CONTROLPLANE") == "1" {
-			t.Fatalf("/bin/busybox: %v (apt-get install busybox-static)", err)
-		}
-		t.Skip("no /bin/busybox (apt-get install busybox-static)")
+		testenv.RequireOrSkip(t, "/bin/busybox: %v (apt-get install busybox-static)", err)
 	}
 	tr, err := busyboxTree("/bin/busybox")
 	if err != nil {
@@ -75,7 +72,7 @@ func TestBusyboxTree(t *testing.T) {
 
 func TestAddProgram(t *testing.T) {
 	if _, err := os.Stat(hostCurl); err != nil {
-		t.Skipf("no %s", hostCurl)
+		testenv.RequireOrSkip(t, "%v (apt-get install curl)", err)
 	}
 	tr := newTree()
 	if err := tr.addProgram(hostCurl); err != nil {
@@ -107,17 +104,11 @@ func TestBusyboxImageShell(t *testing.T) {
 	}
 	for _, f := range []string{"/bin/busybox", hostShell} {
 		if _, err := os.Stat(f); err != nil {
-			if os.Getenv("MICROLET_REQUIRE_CONTROLPLANE") == "1" {
-				t.Fatalf("%s: %v (apt-get install busybox-static bash-static)", f, err)
-			}
-			t.Skipf("no %s (apt-get install busybox-static bash-static)", f)
+			testenv.RequireOrSkip(t, "%v (apt-get install busybox-static bash-static)", err)
 		}
 	}
 	if err := exec.Command("docker", "version").Run(); err != nil {
-		if os.Getenv("MICROLET_REQUIRE_CONTROLPLANE") == "1" {
-			t.Fatalf("docker: %v", err)
-		}
-		t.Skipf("docker not reachable: %v", err)
+		testenv.RequireOrSkip(t, "docker not reachable: %v", err)
 	}
 	bb, err := busyboxTree("/bin/busybox")
 	if err != nil {

@@ -31,12 +31,10 @@ func TestKubeletOnRuntimeShim(t *testing.T) {
 		t.Skip("runs the upstream kubelet")
 	}
 	kubelet := requireBuilt(t, "kubelet", FindKubelet)
-	if os.Geteuid() != 0 {
-		t.Skip("the kubelet needs root")
-	}
+	testenv.RequireRoot(t, "the kubelet")
 	for _, f := range []string{"/bin/busybox", hostShell} {
 		if _, err := os.Stat(f); err != nil {
-			t.Skipf("no %s (apt-get install busybox-static bash-static)", f)
+			testenv.RequireOrSkip(t, "%v (apt-get install busybox-static bash-static)", err)
 		}
 	}
 	cp := controlplane.Get(t)

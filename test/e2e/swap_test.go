@@ -146,7 +146,7 @@ func nodeAddresses(cc *grpc.ClientConn) (string, error) {
 //     without restarting.
 func TestComponentSwaps(t *testing.T) {
 	if out, err := exec.Command("docker", "info", "-f", "{{.ServerVersion}}").CombinedOutput(); err != nil {
-		t.Skipf("no Docker engine: %v %s", err, out)
+		testenv.RequireOrSkip(t, "no Docker engine: %v %s", err, out)
 	}
 	bin := binaries(t)
 	rb := make([]byte, 4)

@@ -138,12 +138,7 @@ func criExec(ctx context.Context, n *node.Node, ns, pod string, cmd ...string) (
 func TestTwoNodesOnePodNetwork(t *testing.T) {
 	cp := controlplane.GetFull(t)
 	plugins := cninet.Plugins(t)
-	if os.Geteuid() != 0 {
-		if os.Getenv(cninet.EnvRequire) == "1" {
-			t.Fatal("the CNI plugins need root")
-		}
-		t.Skip("the CNI plugins need root")
-	}
+	testenv.RequireRoot(t, "the CNI plugins")
 	id := rand.String(6)
 	subnets := freeSubnets(t, 3)
 	cidrs, links := subnets[:2], netip.MustParsePrefix(subnets[2])

@@ -15,14 +15,13 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 )
 
 // EnvRequire turns missing plugins (or not being root) into a failure
 // instead of a skip, as for every suite `make test` runs.
-const EnvRequire = "MICROLET_REQUIRE_CONTROLPLANE"
-
-func require() bool { return os.Getenv(EnvRequire) == "1" }
+const EnvRequire = testenv.EnvRequire
 
 // EnvCNIBinDir overrides where Plugins looks for the plugins.
 const EnvCNIBinDir = "MICROLET_CNI_BIN_DIR"
@@ -40,10 +39,7 @@ func Plugins(t testing.TB) string {
 	t.Helper()
 	dir, err := findCNIPlugins()
 	if err != nil {
-		if require() {
-			t.Fatalf("CNI plugins: %v", err)
-		}
-		t.Skipf("CNI plugins missing (run hack/build-cni-plugins.sh; set MICROLET_REQUIRE_CONTROLPLANE=1 to fail instead): %v", err)
+		testenv.RequireOrSkip(t, "CNI plugins missing (run hack/build-cni-plugins.sh): %v", err)
 	}
 	return dir
 }
@@ -107,12 +103,7 @@ type Net struct {
 func New(t testing.TB) *Net {
 	t.Helper()
 	bin := Plugins(t)
-	if os.Geteuid() != 0 {
-		if require() {
-			t.Fatal("the CNI plugins need root (network namespaces, iptables)")
-		}
-		t.Skip("the CNI plugins need root (network namespaces, iptables)")
-	}
+	testenv.RequireRoot(t, "the CNI plugins (network namespaces, iptables)")
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	sfx := hex.EncodeToString(b)

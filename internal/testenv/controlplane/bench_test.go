@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // BenchmarkStartStop measures what every test package pays for its control
@@ -18,7 +20,7 @@ func BenchmarkStartStop(b *testing.B) {
 		t0 := time.Now()
 		cp, err := Start(context.Background(), Options{})
 		if errors.Is(err, ErrMissingBinary) {
-			b.Skip(err)
+			testenv.RequireOrSkip(b, "%v", err)
 		}
 		if err != nil {
 			b.Fatal(err)
@@ -55,7 +57,7 @@ func BenchmarkStartStopFull(b *testing.B) {
 		t0 := time.Now()
 		cp, err := Start(context.Background(), Options{Scheduler: true, ControllerManager: true})
 		if errors.Is(err, ErrMissingBinary) {
-			b.Skip(err)
+			testenv.RequireOrSkip(b, "%v", err)
 		}
 		if err != nil {
 			b.Fatal(err)

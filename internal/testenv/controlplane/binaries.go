@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // Environment variables that locate the binaries and tune the harness.
@@ -25,7 +27,7 @@ const (
 	EnvEtcd = "MICROLET_ETCD"
 	// EnvRequire turns a missing control plane from a skip into a failure;
 	// `make test` sets it so CI can never pass by skipping.
-	EnvRequire = "MICROLET_REQUIRE_CONTROLPLANE"
+	EnvRequire = testenv.EnvRequire
 	// EnvKeep keeps the control plane's directory (logs, certs, data)
 	// after Stop, for post-mortems.
 	EnvKeep = "MICROLET_KEEP_CONTROLPLANE"

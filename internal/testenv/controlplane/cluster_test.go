@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // These tests prove the control plane GetFull returns is a cluster: the
@@ -389,8 +391,8 @@ func TestStartWithComponents(t *testing.T) {
 	ctx := testContext(t)
 	cp, err := Start(ctx, Options{Scheduler: true, ControllerManager: true})
 	if err != nil {
-		if errors.Is(err, ErrMissingBinary) && os.Getenv(EnvRequire) != "1" {
-			t.Skip(err)
+		if errors.Is(err, ErrMissingBinary) {
+			testenv.RequireOrSkip(t, "%v", err)
 		}
 		t.Fatal(err)
 	}

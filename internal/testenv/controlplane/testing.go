@@ -64,8 +64,8 @@ func Get(t testing.TB) *ControlPlane {
 		pkg.cp, pkg.err = Start(context.Background(), Options{})
 	}
 	if pkg.err != nil {
-		if errors.Is(pkg.err, ErrMissingBinary) && os.Getenv(EnvRequire) != "1" {
-			t.Skipf("no control plane: %v (set %s=1 to fail instead)", pkg.err, EnvRequire)
+		if errors.Is(pkg.err, ErrMissingBinary) {
+			testenv.RequireOrSkip(t, "no control plane: %v (make test-deps)", pkg.err)
 		}
 		t.Fatalf("control plane: %v\n(install etcd and build kube-apiserver with: make test-deps)", pkg.err)
 	}
@@ -99,8 +99,8 @@ func GetFull(t testing.TB) *ControlPlane {
 		pkg.fullErr = cp.startComponents(context.Background(), []string{KubeScheduler, KubeControllerManager})
 	}
 	if pkg.fullErr != nil {
-		if errors.Is(pkg.fullErr, ErrMissingBinary) && os.Getenv(EnvRequire) != "1" {
-			t.Skipf("no scheduler or controller manager: %v (set %s=1 to fail instead)", pkg.fullErr, EnvRequire)
+		if errors.Is(pkg.fullErr, ErrMissingBinary) {
+			testenv.RequireOrSkip(t, "no scheduler or controller manager: %v (make test-deps)", pkg.fullErr)
 		}
 		t.Fatalf("scheduler and controller manager: %v\n(build them with: make test-deps)", pkg.fullErr)
 	}
@@ -115,8 +115,8 @@ func Kubectl(t testing.TB) string {
 	t.Helper()
 	p, err := FindKubectl()
 	if err != nil {
-		if errors.Is(err, ErrMissingBinary) && os.Getenv(EnvRequire) != "1" {
-			t.Skipf("no kubectl: %v (set %s=1 to fail instead)", err, EnvRequire)
+		if errors.Is(err, ErrMissingBinary) {
+			testenv.RequireOrSkip(t, "no kubectl: %v (make test-deps)", err)
 		}
 		t.Fatalf("kubectl: %v\n(build it with: make test-deps)", err)
 	}

@@ -26,6 +26,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // Repositories pushed by Start.
@@ -70,10 +72,7 @@ func (r *Registry) Image(repoTag string) string { return r.host + "/" + repoTag 
 func Start(t testing.TB) *Registry {
 	t.Helper()
 	if _, err := os.Stat(BusyboxPath); err != nil {
-		if os.Getenv("MICROLET_REQUIRE_CONTROLPLANE") == "1" {
-			t.Fatalf("registry: %s missing (apt-get install busybox-static): %v", BusyboxPath, err)
-		}
-		t.Skipf("registry: %s missing (apt-get install busybox-static)", BusyboxPath)
+		testenv.RequireOrSkip(t, "registry: %s missing (apt-get install busybox-static): %v", BusyboxPath, err)
 	}
 	r, err := New(context.Background())
 	if err != nil {
@@ -145,10 +144,7 @@ const Private = "private/busybox:1.0"
 func StartPrivate(t testing.TB, user, password string) *Registry {
 	t.Helper()
 	if _, err := os.Stat(BusyboxPath); err != nil {
-		if os.Getenv("MICROLET_REQUIRE_CONTROLPLANE") == "1" {
-			t.Fatalf("registry: %s missing (apt-get install busybox-static): %v", BusyboxPath, err)
-		}
-		t.Skipf("registry: %s missing (apt-get install busybox-static)", BusyboxPath)
+		testenv.RequireOrSkip(t, "registry: %s missing (apt-get install busybox-static): %v", BusyboxPath, err)
 	}
 	inner := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
 	r, err := serve(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

@@ -2,7 +2,6 @@ package shim
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,7 +19,7 @@ import (
 
 // EnvRequire turns a missing Docker into a failure instead of a skip, as
 // for every suite `make test` runs.
-const EnvRequire = "MICROLET_REQUIRE_CONTROLPLANE"
+const EnvRequire = testenv.EnvRequire
 
 // LabelInstance is the label runtime-shim puts on every Docker object with
 // its --docker-instance value.
@@ -57,10 +56,7 @@ func Start(t testing.TB, name string, args ...string) *Shim {
 		cancel()
 	}
 	if err != nil {
-		if os.Getenv(EnvRequire) == "1" {
-			t.Fatalf("docker not reachable: %v", err)
-		}
-		t.Skipf("docker not reachable (set %s=1 to fail instead): %v", EnvRequire, err)
+		testenv.RequireOrSkip(t, "docker not reachable: %v", err)
 	}
 	t.Cleanup(func() { _ = dc.Close() })
 

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	"github.com/microlet/microlet/internal/testenv/node"
 )
@@ -174,7 +175,7 @@ func TestKubectl(t *testing.T) {
 	t.Run("exec -i -t through a terminal", func(t *testing.T) {
 		k := k.on(t)
 		if _, err := exec.LookPath("script"); err != nil {
-			t.Skip("no script(1) to give kubectl a terminal")
+			testenv.RequireOrSkip(t, "no script(1) to give kubectl a terminal (apt-get install bsdutils): %v", err)
 		}
 		// script(1) runs kubectl on a pseudo-terminal, as a user's shell would.
 		kcmd := k.cp.KubectlCommand(ctx, k.bin, "exec", "-i", "-t", "logger", "--", "sh", "-c", "tty; stty size; exit 7")

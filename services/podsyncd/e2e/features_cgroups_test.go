@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/node"
 )
 
@@ -21,12 +22,7 @@ import (
 // gives it, the container runs inside it, and it is gone once the pod is
 // deleted.
 func TestPodCgroups(t *testing.T) {
-	need := func(why string) {
-		if os.Getenv("MICROLET_REQUIRE_CONTROLPLANE") != "" {
-			t.Fatalf("pod cgroups cannot be checked here: %s", why)
-		}
-		t.Skip(why)
-	}
+	need := func(why string) { testenv.RequireOrSkip(t, "pod cgroups cannot be checked here: %s", why) }
 	switch {
 	case os.Geteuid() != 0:
 		need("needs root: podsyncd writes cgroupfs")

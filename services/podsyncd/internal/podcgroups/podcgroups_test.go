@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 func pod(uid string, reqs, lims corev1.ResourceList) *corev1.Pod {
@@ -125,14 +127,12 @@ func readInt(t *testing.T, dir, file string) int64 {
 // TestManagerOnHost creates the hierarchy in the host's cgroup v1 tree
 // under a test root and reads the limits back from cgroupfs.
 func TestManagerOnHost(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to write cgroupfs")
-	}
+	testenv.RequireRoot(t, "writing cgroupfs")
 	if cgroups.IsCgroup2UnifiedMode() {
-		t.Skip("reads cgroup v1 files; this host has cgroup v2")
+		testenv.RequireOrSkip(t, "reads cgroup v1 files; this host has cgroup v2")
 	}
 	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
-		t.Skip("no cgroup v1 memory controller")
+		testenv.RequireOrSkip(t, "no cgroup v1 memory controller: %v", err)
 	}
 	root := "/microlet-unit-" + rand.String(6)
 	active := []*corev1.Pod{}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 )
 
@@ -31,9 +32,7 @@ func owner(t *testing.T, p string) (gid uint32, mode fs.FileMode) {
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("changing a file's group to an arbitrary group needs root")
-	}
+	testenv.RequireRoot(t, "changing a file's group to an arbitrary group")
 }
 
 func TestSetOwnership(t *testing.T) {
@@ -211,7 +210,7 @@ func TestMemoryEmptyDir(t *testing.T) {
 		if !strings.Contains(err.Error(), `volume "shm"`) || !strings.Contains(err.Error(), "CAP_SYS_ADMIN") {
 			t.Fatalf("unclear error without mount privilege: %v", err)
 		}
-		t.Skip("no privilege to mount tmpfs here:", err)
+		testenv.RequireOrSkip(t, "no privilege to mount tmpfs here: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/cninet"
 	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
 )
@@ -38,10 +39,7 @@ func critestBinary(t *testing.T) string {
 	}
 	bin := filepath.Join(cache, "cri-tools", criToolsVersion, "critest")
 	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("MICROLET_REQUIRE_CONTROLPLANE") == "1" {
-			t.Fatalf("critest not built (run hack/build-cri-tools.sh): %v", err)
-		}
-		t.Skipf("critest not built (run hack/build-cri-tools.sh): %v", err)
+		testenv.RequireOrSkip(t, "critest not built (run hack/build-cri-tools.sh): %v", err)
 	}
 	return bin
 }

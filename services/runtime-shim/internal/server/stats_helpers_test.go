@@ -19,6 +19,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/registry"
 	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
 )
@@ -52,7 +53,7 @@ func startDockerProxy(t testing.TB, env *shimtest.Env) *dockerProxy {
 	target := env.Docker.DaemonHost()
 	sockPath, ok := strings.CutPrefix(target, "unix://")
 	if !ok {
-		t.Skipf("Docker at %s is not a unix socket", target)
+		testenv.RequireOrSkip(t, "Docker at %s is not a unix socket", target)
 	}
 	p := &dockerProxy{sock: filepath.Join(env.Dir, fmt.Sprintf("dp%d.sock", time.Now().UnixNano()%1e6)), calls: map[string]int{}, read: map[string]time.Time{}}
 	p.cond = sync.NewCond(&p.mu)

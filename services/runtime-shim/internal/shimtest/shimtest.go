@@ -19,6 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/registry"
 	"github.com/microlet/microlet/services/runtime-shim/internal/docker"
 )
@@ -44,8 +45,6 @@ var (
 	started bool
 	tmpRoot string
 )
-
-func require() bool { return os.Getenv("MICROLET_REQUIRE_CONTROLPLANE") == "1" }
 
 // Main runs the tests and removes the run's Docker objects afterwards.
 func Main(m *testing.M) int {
@@ -78,10 +77,7 @@ func Get(t testing.TB) *Env {
 		env, envErr = setup()
 	}
 	if envErr != nil {
-		if require() {
-			t.Fatalf("runtime-shim test env: %v", envErr)
-		}
-		t.Skipf("runtime-shim test env unavailable: %v", envErr)
+		testenv.RequireOrSkip(t, "runtime-shim test env unavailable: %v", envErr)
 	}
 	return env
 }

@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"net"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -15,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 func TestRouteSettingsErrorsNameTheKey(t *testing.T) {
@@ -42,9 +43,7 @@ func TestRouteSettingsErrorsNameTheKey(t *testing.T) {
 // gone when the test ends, so the test never touches the host's routes.
 func privateNetns(t *testing.T) *netlink.Handle {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("a network namespace of its own needs root")
-	}
+	testenv.RequireRoot(t, "a network namespace of its own")
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
