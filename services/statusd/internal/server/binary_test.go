@@ -19,41 +19,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/microlet/microlet/internal/grpcclient"
-	"github.com/microlet/microlet/internal/testenv/controlplane"
+	"github.com/microlet/microlet/internal/testenv"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
 )
 
-var buildOnce struct {
-	sync.Once
-	path string
-	err  error
-}
-
-// statusdBinary builds the real statusd once per test binary.
+// statusdBinary builds the real statusd once per test binary, into
+// testenv.Build's directory, which TestMain (controlplane.Main) removes.
 func statusdBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root, err := controlplane.RepoRoot()
-		if err != nil {
-			buildOnce.err = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "statusd-bin")
-		if err != nil {
-			buildOnce.err = err
-			return
-		}
-		buildOnce.path = filepath.Join(dir, "statusd")
-		cmd := exec.Command("go", "build", "-o", buildOnce.path, "./services/statusd")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildOnce.err != nil {
-		t.Fatal(buildOnce.err)
-	}
-	return buildOnce.path
+	return filepath.Join(testenv.Build(t, nil, "github.com/microlet/microlet/services/statusd"), "statusd")
 }
 
 type proc struct {
