@@ -2,6 +2,7 @@ package sources
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // manifestServer serves whatever body and status the test sets.
@@ -20,6 +23,14 @@ type manifestServer struct {
 	body   string
 	delay  time.Duration
 	header string
+	// requests counts the requests served.
+	requests int
+}
+
+func (m *manifestServer) served() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.requests
 }
 
 func (m *manifestServer) set(status int, body string, delay time.Duration) {
@@ -32,6 +43,7 @@ func (m *manifestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	status, body, delay := m.status, m.body, m.delay
 	m.header = r.Header.Get("X-Node")
+	m.requests++
 	m.mu.Unlock()
 	if delay > 0 {
 		select {
@@ -71,14 +83,19 @@ func TestHTTPSource(t *testing.T) {
 	}
 	ms.mu.Unlock()
 
-	// An unchanged body delivers nothing new.
+	// An unchanged body delivers nothing new: three more fetches of it
+	// (each waited for at the server), then a changed body whose set must
+	// be the very next one delivered.
 	n := s.count()
 	for range 3 {
+		before := ms.served()
 		poll()
-		time.Sleep(50 * time.Millisecond)
-	}
-	if s.count() != n {
-		t.Fatalf("unchanged body delivered %d more sets", s.count()-n)
+		testenv.Eventually(t, "a poll of the unchanged body", patience, func() error {
+			if ms.served() == before {
+				return errors.New("no request yet")
+			}
+			return nil
+		})
 	}
 
 	// A PodList replaces the set.
@@ -86,6 +103,9 @@ func TestHTTPSource(t *testing.T) {
 	 {"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"i"}]}},
 	 {"metadata":{"name":"b","namespace":"ns"},"spec":{"containers":[{"name":"c","image":"i"}]}}]}`, 0)
 	s.waitFor(t, "list", hasNames("default/a-node1", "ns/b-node1"), poll)
+	if s.count() != n+1 {
+		t.Fatalf("the unchanged body delivered %d more sets before the change", s.count()-n-1)
+	}
 
 	// Failures keep the last good set and are reported.
 	keep := hasNames("default/a-node1", "ns/b-node1")

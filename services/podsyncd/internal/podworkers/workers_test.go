@@ -126,9 +126,10 @@ func TestLifecycle(t *testing.T) {
 	if got := r.get("b"); len(got) != 3 || got[0] != "sync" || got[1] != "terminating" || got[2] != "terminated" {
 		t.Fatalf("b calls = %v", got)
 	}
-	// Syncing a terminated pod again never restarts it.
+	// Syncing a terminated pod again never restarts it: the worker's
+	// answer to the update is one more SyncTerminatedPod, and nothing else.
 	w.Sync(pod("b"))
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "b's worker handled the update", func() bool { return len(r.get("b")) > 3 })
 	for _, c := range r.get("b")[3:] {
 		if c == "sync" || c == "terminating" {
 			t.Fatalf("terminated pod synced again: %v", r.get("b"))
