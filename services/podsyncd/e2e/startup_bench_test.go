@@ -21,10 +21,14 @@ import (
 	"github.com/microlet/microlet/internal/grpcclient"
 )
 
-// BenchmarkPodStartup creates 10, 30 and 110 pods at once through the API
-// (image already present) and prints, per batch, the p50/p99 latency from
-// create to all containers running in the runtime and to Running visible in
-// the API, with podsyncd's and the whole stack's CPU and RSS. Run with
+// BenchmarkPodStartup has one sub-benchmark per batch size (10, 30 and
+// 110 pods): each of its b.N iterations creates that many pods at once
+// through the API (image already present), waits for all to run, and
+// deletes them. It reports through b.ReportMetric the p50/p99 latency over
+// all iterations' pods from create to all containers running in the
+// runtime (runtime-p50-s, runtime-p99-s) and to Running visible in the API
+// (api-p50-s, api-p99-s), and per batch podsyncd's and the whole stack's
+// CPU seconds and RSS after it. Run with
 //
 //	go test -run '^$' -bench PodStartup -benchtime 1x -timeout 60m ./services/podsyncd/e2e/
 //
@@ -42,20 +46,43 @@ func BenchmarkPodStartup(b *testing.B) {
 		}
 	}
 	s := startStack(b)
-	b.ResetTimer()
-	var rows []string
 	for _, n := range sizes {
-		rows = append(rows, s.startupBatch(b, n))
-	}
-	b.StopTimer()
-	fmt.Printf("\n%-5s %12s %12s %12s %12s %14s %12s %14s %12s\n", "pods", "runtime p50", "runtime p99", "API p50", "API p99",
-		"podsyncd CPU", "podsyncd RSS", "stack CPU", "stack RSS")
-	for _, r := range rows {
-		fmt.Println(r)
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			var rtLat, apiLat []time.Duration
+			var podsyncdCPU, stackCPU, podsyncdRSS, stackRSS float64
+			for i := 0; i < b.N; i++ {
+				r := s.startupBatch(b, n, i)
+				rtLat, apiLat = append(rtLat, r.runtime...), append(apiLat, r.api...)
+				podsyncdCPU += r.podsyncdCPU
+				stackCPU += r.stackCPU
+				podsyncdRSS, stackRSS = r.podsyncdRSS, r.stackRSS
+			}
+			b.ReportMetric(pct(rtLat, 50).Seconds(), "runtime-p50-s")
+			b.ReportMetric(pct(rtLat, 99).Seconds(), "runtime-p99-s")
+			b.ReportMetric(pct(apiLat, 50).Seconds(), "api-p50-s")
+			b.ReportMetric(pct(apiLat, 99).Seconds(), "api-p99-s")
+			b.ReportMetric(podsyncdCPU/float64(b.N), "podsyncd-cpu-s/batch")
+			b.ReportMetric(stackCPU/float64(b.N), "stack-cpu-s/batch")
+			b.ReportMetric(podsyncdRSS, "podsyncd-rss-MiB")
+			b.ReportMetric(stackRSS, "stack-rss-MiB")
+		})
 	}
 }
 
-func (s *stack) startupBatch(b *testing.B, n int) string {
+// batchResult is what one batch of startupBatch measured.
+type batchResult struct {
+	// runtime and api are each pod's latency from create to its
+	// containers running in the runtime, and to Running in the API.
+	runtime, api []time.Duration
+	// podsyncdCPU and stackCPU are CPU seconds spent during the batch;
+	// podsyncdRSS and stackRSS the resident MiB once all pods ran.
+	podsyncdCPU, stackCPU, podsyncdRSS, stackRSS float64
+}
+
+// startupBatch creates n pods at once (names unique to iteration iter),
+// waits until all run, measures, and deletes them again with the timer
+// stopped.
+func (s *stack) startupBatch(b *testing.B, n, iter int) batchResult {
 	ctx := context.Background()
 	ns := "default"
 	cc, err := grpcclient.Dial(components.Endpoint(s.runDir, components.RuntimeShim))
@@ -73,7 +100,7 @@ func (s *stack) startupBatch(b *testing.B, n int) string {
 	names := make([]string, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		names[i] = fmt.Sprintf("bench-%d-%d", n, i)
+		names[i] = fmt.Sprintf("bench-%d-%d-%d", n, iter, i)
 		wg.Add(1)
 		go func(name string) {
 			defer wg.Done()
@@ -136,30 +163,32 @@ func (s *stack) startupBatch(b *testing.B, n int) string {
 		rtLat = append(rtLat, t.runtime.Sub(t.created))
 		apiLat = append(apiLat, t.api.Sub(t.created))
 	}
-	row := fmt.Sprintf("%-5d %12s %12s %12s %12s %13.1fs %9.1f MiB %13.1fs %9.1f MiB", n,
-		pct(rtLat, 50), pct(rtLat, 99), pct(apiLat, 50), pct(apiLat, 99),
-		cpu[components.PodSyncd]-cpu0[components.PodSyncd], rssMiB(pids[components.PodSyncd]),
-		cpu["total"]-cpu0["total"], totalRSS(pids))
+	res := batchResult{runtime: rtLat, api: apiLat,
+		podsyncdCPU: cpu[components.PodSyncd] - cpu0[components.PodSyncd], stackCPU: cpu["total"] - cpu0["total"],
+		podsyncdRSS: rssMiB(pids[components.PodSyncd]), stackRSS: totalRSS(pids)}
 	// Clean up before the next batch so the node's pod limit holds.
+	b.StopTimer()
+	defer b.StartTimer()
 	for _, name := range names {
 		_ = s.admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	}
 	for _, name := range names {
 		s.WaitGone(ns, name)
 	}
-	return row
+	return res
 }
 
-func pct(d []time.Duration, p int) string {
+// pct is the p-th percentile of d (sorting d), zero for none.
+func pct(d []time.Duration, p int) time.Duration {
 	if len(d) == 0 {
-		return "-"
+		return 0
 	}
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	i := (len(d)*p + 99) / 100
 	if i > 0 {
 		i--
 	}
-	return d[i].Round(10 * time.Millisecond).String()
+	return d[i]
 }
 
 // servicePIDs maps each service (and "microlet") to its pid.
