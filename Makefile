@@ -10,7 +10,7 @@ DATA_DIR ?= /tmp/microlet-data
 MANIFEST_DIR ?= $(CURDIR)/examples/manifests
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help build hello-image run status get-pods get-node proto check-proto lint test test-deps ci clean
+.PHONY: help build hello-image run status get-pods get-node proto check-proto generate check-generate lint test test-deps ci clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -46,6 +46,13 @@ proto: ## regenerate the Go code from proto/ with buf
 check-proto: ## fail when the committed generated code differs from the protos
 	hack/check-proto.sh
 
+generate: ## regenerate podconfig's mirror of Kubernetes' internal core types (services/podconfig/gen)
+	cd services/podconfig/gen && $(GO) run ./cmd/gencore > ../internal/manifest/internal/core/zz_generated.types.go.tmp
+	mv services/podconfig/internal/manifest/internal/core/zz_generated.types.go.tmp services/podconfig/internal/manifest/internal/core/zz_generated.types.go
+
+check-generate: ## fail when the committed generated code differs from what make generate writes
+	hack/check-generate.sh
+
 lint: ## go vet, golangci-lint, buf lint, tracked-file size guard
 	$(GO) vet ./...
 	"$$(hack/tool.sh golangci-lint)" run --allow-parallel-runners ./...
@@ -59,7 +66,7 @@ test-deps: ## install what the tests need (Debian packages, cached builds)
 test: test-deps ## run the whole test suite with the race detector, against the real control plane and Docker
 	MICROLET_REQUIRE_CONTROLPLANE=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
-ci: check-proto lint test ## what .ci/run runs
+ci: check-proto check-generate lint test ## what .ci/run runs
 
 clean: ## remove build outputs
 	rm -rf $(BIN)

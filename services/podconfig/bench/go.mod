@@ -1,6 +1,6 @@
 // Module bench holds podconfig's yardsticks that import k8s.io/kubernetes (upstream's
-// own pkg/kubelet/config): the UID/defaults parity golden file, the generator
-// of the internal core type mirror, and the side-by-side benchmark. It is a
+// own pkg/kubelet/config): the UID/defaults parity golden file and the
+// side-by-side benchmark (the core type mirror's generator is in ../gen). It is a
 // module of its own so the main module never depends on k8s.io/kubernetes.
 module github.com/microlet/microlet/services/podconfig/bench
 

@@ -10,5 +10,5 @@
 //
 // The UID is FNV-128a over a dump of the pod in the layout of Kubernetes'
 // internal API type, which this module mirrors in package core (generated,
-// see services/podconfig/bench) so it need not import k8s.io/kubernetes.
+// see services/podconfig/gen) so it need not import k8s.io/kubernetes.
 package manifest

@@ -5,7 +5,8 @@
 // layout exactly as the kubelet does; mirroring them lets podconfig compute
 // the same UIDs without importing k8s.io/kubernetes.
 //
-// zz_generated.types.go is written by services/podconfig/bench/cmd/gencore
+// zz_generated.types.go is written by services/podconfig/gen/cmd/gencore
 // (a module that may import k8s.io/kubernetes) from the internal types by
-// reflection; regenerate it when the Kubernetes minor moves.
+// reflection: `make generate` rewrites it (do so when the Kubernetes minor
+// moves) and `make check-generate` fails when it drifts.
 package core

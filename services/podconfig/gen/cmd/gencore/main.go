@@ -2,7 +2,8 @@
 // Go declarations with the exact layout of Kubernetes' internal core types
 // reachable from Pod, taken from the real types by reflection.
 //
-//	cd services/podconfig/bench && go run ./cmd/gencore > ../internal/manifest/internal/core/zz_generated.types.go
+// `make generate` runs it; `make check-generate` fails when the committed
+// file differs from its output.
 package main
 
 import (
