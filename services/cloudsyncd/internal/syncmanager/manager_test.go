@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/services/cloudsyncd/internal/provider"
 )
 
@@ -86,13 +87,12 @@ func start(t *testing.T, p *scripted, opts ...Option) (*Manager, func()) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 60s")
+	testenv.Eventually(t, "condition", 60*time.Second, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return errors.New("not yet")
+	})
 }
 
 func TestFailingProvider(t *testing.T) {

@@ -16,6 +16,8 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	kubelettypes "k8s.io/kubelet/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // podWorld is a fake runtime with pods and their files on disk.
@@ -500,13 +502,12 @@ func TestOverlappingScrapesShareCRICalls(t *testing.T) {
 // testenvEventually polls cond; the package's tests otherwise never wait.
 func testenvEventually(t *testing.T, cond func() bool) {
 	t.Helper()
-	for range 5000 {
+	testenv.Eventually(t, "condition", 30*time.Second, func() error {
 		if cond() {
-			return
+			return nil
 		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("condition never held")
+		return errors.New("not yet")
+	})
 }
 
 // TestUnsafeNamesFromRuntime: names from the runtime that would leave the

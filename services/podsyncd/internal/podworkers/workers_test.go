@@ -2,6 +2,7 @@ package podworkers
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -11,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // recorder is a Handler that records calls and checks no call for one pod
@@ -76,13 +79,12 @@ func pod(uid string) *corev1.Pod {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testenv.Eventually(t, what, 30*time.Second, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return errors.New("not yet")
+	})
 }
 
 func TestLifecycle(t *testing.T) {

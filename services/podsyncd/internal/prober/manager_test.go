@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 )
 
@@ -62,13 +64,12 @@ func waitCall(t *testing.T, s *script) Kind {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testenv.Eventually(t, what, 30*time.Second, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return errors.New("not yet")
+	})
 }
 
 func TestReadinessThresholds(t *testing.T) {

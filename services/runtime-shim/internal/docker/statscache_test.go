@@ -10,6 +10,8 @@ import (
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // fakeFetch is a fetch that counts its calls and, while blocked, holds
@@ -186,14 +188,13 @@ func TestKeyedCache(t *testing.T) {
 	})
 }
 
-// testEventually polls cond for up to 10 s (a refresh running behind).
+// testEventually waits for cond (a refresh running behind).
 func testEventually(t *testing.T, cond func() bool) {
 	t.Helper()
-	for range 1000 {
+	testenv.Eventually(t, "condition", 30*time.Second, func() error {
 		if cond() {
-			return
+			return nil
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("condition not met")
+		return errors.New("not yet")
+	})
 }
