@@ -17,8 +17,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -140,15 +138,18 @@ func (b *box) states() map[string]string {
 //   - the credentials and bootstrap steps exited 0 (the apiserver's kubelet
 //     client may use nodes' API) and every other container is healthy
 //     (its healthcheck is `microlet health <service>` or a devbox probe);
-//   - once nodestatusd answers its real API (not Unimplemented): the Node is
-//     registered in the compose control plane and its Lease is renewed;
-//   - once podconfig, statusd and nodestatusd answer their real APIs: a
-//     static pod dropped into the manifest dir gets its mirror pod;
+//   - runtime-shim, nodestatusd, podconfig and statusd answer their APIs
+//     on the sockets volume;
+//   - the Node is registered in the compose control plane and its Lease is
+//     renewed;
+//   - a static pod dropped into the manifest dir gets its mirror pod, and a
+//     Deployment's pod runs on the node;
 //   - `down` leaves no container, network or volume of the project.
 //
-// The conditional checks log why they were skipped; they are not failures,
-// because those services are built in other issues.
+// Every check holds or fails the test. It needs root, to reach the
+// sockets through the volume's directory on the host.
 func TestComposeDevBox(t *testing.T) {
+	testenv.RequireRoot(t, "reaching the services' sockets through the sockets volume's directory")
 	if out, err := docker("info", "-f", "{{.ServerVersion}}"); err != nil {
 		testenv.RequireOrSkip(t, "no Docker engine: %v %s", err, out)
 	}
@@ -230,31 +231,26 @@ func TestComposeDevBox(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sockets volume: %v %s", err, sockets)
 	}
-	// The sockets are reachable from the host through the volume's directory
-	// when this test runs as root; otherwise the API probes are skipped.
-	answers := func(svc string, call func(context.Context, *grpc.ClientConn) error) bool {
+	// The sockets are reachable from the host (as root) through the
+	// volume's directory. serves waits until svc answers call without an
+	// error, and fails the test when it does not within ctx.
+	serves := func(ctx context.Context, svc string, call func(context.Context, *grpc.ClientConn) error) {
+		t.Helper()
 		sock := map[string]string{"runtime-shim": "runtime.sock"}[svc]
 		if sock == "" {
 			sock = svc + ".sock"
 		}
-		cc, err := grpcclient.Dial(filepath.Join(sockets, sock))
-		if err != nil {
-			return false
-		}
-		defer cc.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		err = call(ctx, cc)
-		if code := status.Code(err); code == codes.Unimplemented || code == codes.Unavailable || code == codes.DeadlineExceeded {
-			t.Logf("%s does not answer its real API yet (%v)", svc, err)
-			return false
-		}
-		return true
+		waitFor(ctx, t, svc+" answers its API", func() error {
+			cc, err := grpcclient.Dial(filepath.Join(sockets, sock))
+			if err != nil {
+				return err
+			}
+			defer cc.Close()
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			return call(cctx, cc)
+		})
 	}
-	runtimeReal := answers("runtime-shim", func(ctx context.Context, cc *grpc.ClientConn) error {
-		_, err := runtimeapi.NewRuntimeServiceClient(cc).Version(ctx, &runtimeapi.VersionRequest{})
-		return err
-	})
 
 	// Every container healthy; the credentials step done.
 	deadline := time.Now().Add(5 * time.Minute)
@@ -268,11 +264,6 @@ func TestComposeDevBox(t *testing.T) {
 			}
 		}
 		for _, svc := range want {
-			if svc == "podsyncd" && !runtimeReal {
-				// podsyncd reports SERVING only once the runtime answers
-				// CRI Version, which the runtime-shim skeleton does not.
-				continue
-			}
 			if st := states[svc]; st != "running healthy" {
 				bad = append(bad, svc+": "+st)
 			}
@@ -286,10 +277,6 @@ func TestComposeDevBox(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	}
-	if !runtimeReal {
-		t.Log("podsyncd's health not required: runtime-shim does not answer CRI Version yet")
-	}
-
 	kcfg, err := b.run(time.Minute, "run", "--rm", "credentials", "cat", "admin.kubeconfig")
 	if err != nil {
 		t.Fatalf("read the admin kubeconfig: %v", err)
@@ -340,81 +327,74 @@ func TestComposeDevBox(t *testing.T) {
 		return fmt.Errorf("%d CSRs, none issued to a bootstrap token", len(list.Items))
 	})
 
-	nodeReal := answers("nodestatusd", func(ctx context.Context, cc *grpc.ClientConn) error {
+	serves(ctx, "runtime-shim", func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := runtimeapi.NewRuntimeServiceClient(cc).Version(ctx, &runtimeapi.VersionRequest{})
+		return err
+	})
+	serves(ctx, "nodestatusd", func(ctx context.Context, cc *grpc.ClientConn) error {
 		_, err := nodestatusv1.NewNodeStatusServiceClient(cc).GetNode(ctx, &nodestatusv1.GetNodeRequest{})
 		return err
 	})
-	if nodeReal {
-		waitFor(ctx, t, "Node "+node+" registered", func() error {
-			_, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	waitFor(ctx, t, "Node "+node+" registered", func() error {
+		_, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		return err
+	})
+	var first *metav1.MicroTime
+	waitFor(ctx, t, "Lease of "+node+" renewed", func() error {
+		l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
 			return err
-		})
-		var first *metav1.MicroTime
-		waitFor(ctx, t, "Lease of "+node+" renewed", func() error {
-			l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if l.Spec.RenewTime == nil {
-				return fmt.Errorf("no renewTime yet")
-			}
-			if first == nil {
-				first = l.Spec.RenewTime.DeepCopy()
-				return fmt.Errorf("first renewTime %s", first)
-			}
-			if !l.Spec.RenewTime.After(first.Time) {
-				return fmt.Errorf("renewTime still %s", l.Spec.RenewTime)
-			}
-			return nil
-		})
-	} else {
-		t.Log("Node and Lease not checked: nodestatusd does not answer GetNode yet")
-	}
+		}
+		if l.Spec.RenewTime == nil {
+			return fmt.Errorf("no renewTime yet")
+		}
+		if first == nil {
+			first = l.Spec.RenewTime.DeepCopy()
+			return fmt.Errorf("first renewTime %s", first)
+		}
+		if !l.Spec.RenewTime.After(first.Time) {
+			return fmt.Errorf("renewTime still %s", l.Spec.RenewTime)
+		}
+		return nil
+	})
 
-	podsReal := answers("podconfig", func(ctx context.Context, cc *grpc.ClientConn) error {
+	serves(ctx, "podconfig", func(ctx context.Context, cc *grpc.ClientConn) error {
 		_, err := podconfigv1.NewPodConfigServiceClient(cc).ListPods(ctx, &podconfigv1.ListPodsRequest{})
 		return err
-	}) && answers("statusd", func(ctx context.Context, cc *grpc.ClientConn) error {
+	})
+	serves(ctx, "statusd", func(ctx context.Context, cc *grpc.ClientConn) error {
 		_, err := statusdv1.NewStatusServiceClient(cc).ListPodStatuses(ctx, &statusdv1.ListPodStatusesRequest{})
 		return err
 	})
-	if podsReal && nodeReal {
-		// The image need not exist: the mirror pod mirrors the manifest.
-		manifest := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: static-web\nspec:\n  containers:\n  - name: web\n    image: microlet.local/compose-test-absent:1\n"
-		if err := os.WriteFile(filepath.Join(manifests, "static-web.yaml"), []byte(manifest), 0o644); err != nil {
-			t.Fatal(err)
+	// The image need not exist: the mirror pod mirrors the manifest.
+	manifest := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: static-web\nspec:\n  containers:\n  - name: web\n    image: microlet.local/compose-test-absent:1\n"
+	if err := os.WriteFile(filepath.Join(manifests, "static-web.yaml"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mirror := "static-web-" + node
+	waitFor(ctx, t, "mirror pod "+mirror, func() error {
+		p, err := cs.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, mirror, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-		mirror := "static-web-" + node
-		waitFor(ctx, t, "mirror pod "+mirror, func() error {
-			p, err := cs.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, mirror, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if _, ok := p.Annotations["kubernetes.io/config.mirror"]; !ok {
-				return fmt.Errorf("pod %s has no kubernetes.io/config.mirror annotation", mirror)
-			}
+		if _, ok := p.Annotations["kubernetes.io/config.mirror"]; !ok {
+			return fmt.Errorf("pod %s has no kubernetes.io/config.mirror annotation", mirror)
+		}
+		return nil
+	})
+	// Remove it again so the pod's containers are gone before down.
+	if err := os.Remove(filepath.Join(manifests, "static-web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "mirror pod "+mirror+" deleted", func() error {
+		_, err := cs.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, mirror, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
 			return nil
-		})
-		// Remove it again so the pod's containers are gone before down.
-		if err := os.Remove(filepath.Join(manifests, "static-web.yaml")); err != nil {
-			t.Fatal(err)
 		}
-		waitFor(ctx, t, "mirror pod "+mirror+" deleted", func() error {
-			_, err := cs.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, mirror, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("still there (%v)", err)
-		})
-	} else {
-		t.Log("mirror pod not checked: podconfig, statusd and nodestatusd do not all answer their real APIs yet")
-	}
+		return fmt.Errorf("still there (%v)", err)
+	})
 
-	if podsReal && nodeReal && runtimeReal {
-		deploymentRuns(ctx, t, cs, node)
-	} else {
-		t.Log("Deployment not checked: the node services do not all answer their real APIs yet")
-	}
+	deploymentRuns(ctx, t, cs, node)
 
 	down()
 	label := "label=com.docker.compose.project=" + b.project
