@@ -18,7 +18,9 @@ const (
 )
 
 // podLevelInfeasible is the kubelet's message for a pod-level resources
-// resize when it cannot do one (podsyncd has no pod cgroups to resize).
+// resize, which podsyncd refuses as Infeasible: it resizes containers and
+// their pod cgroup's limits, not a pod-level resources stanza (and the Node
+// does not declare InPlacePodLevelResourcesVerticalScaling).
 const podLevelInfeasible = "InPlacePodLevelResourcesVerticalScaling is disabled"
 
 // Admitter checks a pod with its desired resources against the node and the

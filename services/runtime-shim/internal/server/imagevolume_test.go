@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,9 +9,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/microlet/microlet/internal/testenv/registry"
-	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
 )
 
 // TestImageVolume mounts an image into containers the way the kubelet asks
@@ -22,22 +18,12 @@ import (
 // a sub path leaving the image is InvalidArgument and an image that is not
 // present NotFound, both naming the mount.
 func TestImageVolume(t *testing.T) {
-	env := shimtest.Get(t)
-	sh := env.StartShim(t)
-	ctx := ctxT(t, 5*time.Minute)
+	ctx, sh, image := busyboxShim(t, 5*time.Minute)
 	rt := sh.Runtime
-	image := env.Registry.Image(registry.Busybox)
-	get(sh.Image.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}})).must(t)
-
 	pc := podConfig("image-volume", t.TempDir())
-	sb := get(rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: pc})).must(t)
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_, _ = rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.PodSandboxId})
-	})
+	sbID := runSandbox(ctx, t, rt, pc)
 	create := func(name string, mounts ...*runtimeapi.Mount) (*runtimeapi.CreateContainerResponse, error) {
-		return rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, SandboxConfig: pc,
+		return rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, SandboxConfig: pc,
 			Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: name}, Image: &runtimeapi.ImageSpec{Image: image},
 				Command: []string{"sleep", "3600"}, LogPath: name + ".log", Mounts: mounts}})
 	}

@@ -9,9 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/microlet/microlet/internal/testenv/registry"
-	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
 )
 
 // TestUpdateContainerResources resizes a running container in place (CPU
@@ -19,18 +16,10 @@ import (
 // the cgroup files the process sees (cgroup v1 or v2), ContainerStatus, and
 // that refused values are InvalidArgument naming the field.
 func TestUpdateContainerResources(t *testing.T) {
-	env := shimtest.Get(t)
-	sh := env.StartShim(t)
-	ctx := ctxT(t, 5*time.Minute)
+	ctx, sh, image := busyboxShim(t, 5*time.Minute)
 	rt := sh.Runtime
-	image := env.Registry.Image(registry.Busybox)
-	get(sh.Image.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}})).must(t)
 	pc := podConfig("resize", t.TempDir())
-	sb := get(rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: pc})).must(t)
-	t.Cleanup(func() {
-		_, _ = rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.PodSandboxId})
-		_, _ = rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.PodSandboxId})
-	})
+	sbID := runSandbox(ctx, t, rt, pc)
 	cc := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "resize"},
 		Image:    &runtimeapi.ImageSpec{Image: image},
@@ -39,7 +28,7 @@ func TestUpdateContainerResources(t *testing.T) {
 			CpuShares: 256, CpuQuota: 20000, CpuPeriod: 100000, MemoryLimitInBytes: 32 << 20,
 		}},
 	}
-	c := get(rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, Config: cc, SandboxConfig: pc})).must(t)
+	c := get(rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: cc, SandboxConfig: pc})).must(t)
 	get(rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c.ContainerId})).must(t)
 
 	// read returns what the container's own cgroup files say.
