@@ -3,6 +3,7 @@ package service
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -28,7 +29,6 @@ func TestKlogFollowsLogFormat(t *testing.T) {
 	if _, err := setupLogging(&c, "podconfig", f); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { klog.ClearLogger() })
 	klog.InfoS("informer started", "resource", "pods")
 	klog.ErrorS(errors.New("watch failed"), "reflector", "resource", "nodes")
 	klog.Flush()
@@ -75,5 +75,50 @@ func TestDebugMux(t *testing.T) {
 		if code, _ := get("/debug/pprof/cmdline"); code != want {
 			t.Fatalf("debug=%v: /debug/pprof/cmdline %d, want %d", debug, code, want)
 		}
+	}
+}
+
+// Setting up logging again (several services in one test process) while
+// libraries log through klog is race-free, and klog follows the newest
+// service's handler.
+func TestKlogSwitchWhileLogging(t *testing.T) {
+	dir := t.TempDir()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				klog.Background().WithValues("k", "v").Info("informer tick")
+			}
+		}
+	}()
+	var last *os.File
+	for i := 0; i < 20; i++ {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("log%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = f.Close() }()
+		c := DefaultCommon()
+		c.LogFormat = "json"
+		if _, err := setupLogging(&c, fmt.Sprintf("svc%d", i), f); err != nil {
+			t.Fatal(err)
+		}
+		last = f
+	}
+	close(stop)
+	<-done
+	klog.Background().WithValues("k", "last").Info("after switch")
+	klog.Flush()
+	b, err := os.ReadFile(last.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"msg":"after switch"`) || !strings.Contains(string(b), `"service":"svc19"`) || !strings.Contains(string(b), `"k":"last"`) {
+		t.Fatalf("the last service's log lacks klog's record with its attributes:\n%s", b)
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	nodeutil "k8s.io/component-helpers/node/util"
-	"k8s.io/klog/v2"
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/config"
@@ -294,7 +293,7 @@ func setupLogging(c *Common, name string, w *os.File) (*slog.Logger, error) {
 	}
 	log = log.With("service", name)
 	slog.SetDefault(log)
-	klog.SetSlogLogger(log)
+	routeKlog(log.Handler())
 	return log, nil
 }
 
