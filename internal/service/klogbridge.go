@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 
 	"k8s.io/klog/v2"
@@ -11,20 +10,19 @@ import (
 
 // klogBridge routes klog (client-go's informers, event recorders and the
 // other Kubernetes libraries) to the service's slog handler. klog's logger
-// may only be set before other goroutines log, so it is set once per
-// process, to a handler that forwards to whatever handler setupLogging last
-// stored; a later setupLogging (tests run several services in one process)
-// only swaps that target, which is safe while libraries are logging.
+// may only be set before other goroutines log, so it is set when this
+// package initialises, to a handler that forwards to whatever handler
+// setupLogging last stored (slog's default until then); setupLogging (run
+// again by tests that start several services in one process) only swaps
+// that target, which is safe while libraries are logging.
 var klogBridge struct {
-	once   sync.Once
 	target atomic.Pointer[slog.Handler]
 }
 
+func init() { klog.SetSlogLogger(slog.New(forwardHandler{})) }
+
 // routeKlog makes h the handler klog's records go to.
-func routeKlog(h slog.Handler) {
-	klogBridge.target.Store(&h)
-	klogBridge.once.Do(func() { klog.SetSlogLogger(slog.New(forwardHandler{})) })
-}
+func routeKlog(h slog.Handler) { klogBridge.target.Store(&h) }
 
 // forwardHandler is the slog.Handler klog holds: each record goes to the
 // current target with the attributes and groups klog added on the way

@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	criapi "k8s.io/cri-api/pkg/apis"
 	remote "k8s.io/cri-client/pkg"
-	"k8s.io/klog/v2"
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
@@ -177,9 +176,6 @@ func (s *Server) GetServingInfo(context.Context, *nodeapiv1.GetServingInfoReques
 // Run implements service.Service.
 func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	c := &s.cfg
-	// client-go, the authenticators and the certificate watchers log
-	// through klog; send it to ours.
-	klog.SetSlogLogger(env.Log)
 
 	var client kubernetes.Interface
 	if c.Kubeconfig != "" {
