@@ -27,6 +27,7 @@ import (
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/kubeclient"
 	"github.com/microlet/microlet/internal/service"
+	"github.com/microlet/microlet/internal/stats"
 	nodeapiv1 "github.com/microlet/microlet/proto/microlet/nodeapi/v1"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
@@ -35,7 +36,6 @@ import (
 	"github.com/microlet/microlet/services/nodeapi/internal/logs"
 	"github.com/microlet/microlet/services/nodeapi/internal/pods"
 	"github.com/microlet/microlet/services/nodeapi/internal/servingcert"
-	"github.com/microlet/microlet/services/nodeapi/internal/stats"
 	"github.com/microlet/microlet/services/nodeapi/internal/streams"
 )
 
