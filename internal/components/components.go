@@ -41,7 +41,7 @@ var All = []Component{
 	{Name: CloudSyncd, Socket: "cloudsyncd.sock"},
 	{Name: RuntimeShim, Socket: "runtime.sock"},
 	{Name: Statusd, Socket: "statusd.sock", Needs: []string{PodConfig}},
-	{Name: NodeStatusd, Socket: "nodestatusd.sock", Needs: []string{RuntimeShim, CloudSyncd}, Calls: []string{NodeAPI}},
+	{Name: NodeStatusd, Socket: "nodestatusd.sock", Needs: []string{RuntimeShim, CloudSyncd}, Calls: []string{NodeAPI, PodSyncd}},
 	{Name: NodeAPI, Socket: "nodeapi.sock", Needs: []string{PodConfig, Statusd, RuntimeShim}, Calls: []string{PodSyncd}},
 	{Name: PodSyncd, Socket: "podsyncd.sock", Needs: []string{PodConfig, Statusd, RuntimeShim, NodeStatusd}},
 }

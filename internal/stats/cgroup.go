@@ -27,6 +27,9 @@ type rootCgroup struct {
 	pgmajfault   uint64
 	// faults says whether the fault counters were found.
 	faults bool
+	// limit is the memory limit of a node cgroup below the root (0: none
+	// or the root itself).
+	limit uint64
 }
 
 // workingSet is usage less inactive file pages, never below zero: the
@@ -54,19 +57,56 @@ func readRootCgroup(cgroupRoot, procRoot string, mi procfs.Meminfo, miErr error)
 	if cgroupV2(cgroupRoot) {
 		return readRootCgroupV2(cgroupRoot, procRoot, mi, miErr)
 	}
-	return readRootCgroupV1(cgroupRoot)
+	return readRootCgroupV1(cgroupRoot, "")
+}
+
+// readNodeCgroup reads the cgroup node (a path below the root, "/x/y")
+// as the node's own: its counters and its memory limit.
+func readNodeCgroup(cgroupRoot, node string) (rootCgroup, error) {
+	if !cgroupV2(cgroupRoot) {
+		r, err := readRootCgroupV1(cgroupRoot, node)
+		if err != nil {
+			return r, err
+		}
+		if l, err := readUint(filepath.Join(cgroupRoot, "memory", node, "memory.limit_in_bytes")); err == nil {
+			r.limit = l
+		}
+		return r, nil
+	}
+	var r rootCgroup
+	dir := filepath.Join(cgroupRoot, node)
+	cpu, err := readFlatKeyed(filepath.Join(dir, "cpu.stat"))
+	if err != nil {
+		return r, err
+	}
+	r.cpuNanos = cpu["usage_usec"] * 1000
+	if r.usage, err = readUint(filepath.Join(dir, "memory.current")); err != nil {
+		return r, err
+	}
+	st, err := readFlatKeyed(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return r, err
+	}
+	r.inactiveFile, r.rss = st["inactive_file"], st["anon"]
+	if _, ok := st["pgfault"]; ok {
+		r.pgfault, r.pgmajfault, r.faults = st["pgfault"], st["pgmajfault"], true
+	}
+	if l, err := readUint(filepath.Join(dir, "memory.max")); err == nil {
+		r.limit = l // "max" does not parse: no limit
+	}
+	return r, nil
 }
 
 // cpuacctDirs are the names the v1 cpuacct hierarchy is mounted under:
 // alone, or co-mounted with cpu in either order.
 var cpuacctDirs = []string{"cpuacct", "cpu,cpuacct", "cpuacct,cpu"}
 
-func readRootCgroupV1(root string) (rootCgroup, error) {
+func readRootCgroupV1(root, sub string) (rootCgroup, error) {
 	var r rootCgroup
 	var err error
 	found := false
 	for _, d := range cpuacctDirs {
-		r.cpuNanos, err = readUint(filepath.Join(root, d, "cpuacct.usage"))
+		r.cpuNanos, err = readUint(filepath.Join(root, d, sub, "cpuacct.usage"))
 		if err == nil {
 			found = true
 			break
@@ -78,7 +118,7 @@ func readRootCgroupV1(root string) (rootCgroup, error) {
 	if !found {
 		return r, fmt.Errorf("cgroup v1: no cpuacct.usage under %s (tried %s)", root, strings.Join(cpuacctDirs, ", "))
 	}
-	mem := filepath.Join(root, "memory")
+	mem := filepath.Join(root, "memory", sub)
 	if r.usage, err = readUint(filepath.Join(mem, "memory.usage_in_bytes")); err != nil {
 		return r, err
 	}

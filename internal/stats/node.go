@@ -31,7 +31,12 @@ func (p *Provider) nodeStats(onlyCPUAndMemory bool, now time.Time, rootFs fsInfo
 	// meminfo gives the machine's memory capacity (what cAdvisor calls the
 	// root container's limit) and swap; on cgroup v2 also the used memory.
 	mi, miErr := proc.Meminfo()
-	cg, err := readRootCgroup(p.cgroupRoot, p.procRoot, mi, miErr)
+	var cg rootCgroup
+	if p.nodeCgroup == "" {
+		cg, err = readRootCgroup(p.cgroupRoot, p.procRoot, mi, miErr)
+	} else {
+		cg, err = readNodeCgroup(p.cgroupRoot, p.nodeCgroup)
+	}
 	if err != nil {
 		return node, fmt.Errorf("failed to get root cgroup stats: %w", err)
 	}
@@ -55,9 +60,16 @@ func (p *Provider) nodeStats(onlyCPUAndMemory bool, now time.Time, rootFs fsInfo
 	if cg.faults {
 		node.Memory.PageFaults, node.Memory.MajorPageFaults = ptr(cg.pgfault), ptr(cg.pgmajfault)
 	}
-	if miErr == nil && mi.MemTotalBytes != nil && *mi.MemTotalBytes >= ws {
-		// The kubelet's memory.available signal: capacity less working set.
-		node.Memory.AvailableBytes = ptr(*mi.MemTotalBytes - ws)
+	if miErr == nil && mi.MemTotalBytes != nil {
+		// The kubelet's memory.available signal: capacity less working
+		// set; a node cgroup's limit caps the capacity.
+		capacity := *mi.MemTotalBytes
+		if cg.limit > 0 && cg.limit < capacity {
+			capacity = cg.limit
+		}
+		if capacity >= ws {
+			node.Memory.AvailableBytes = ptr(capacity - ws)
+		}
 	}
 	if miErr == nil && mi.SwapTotalBytes != nil && mi.SwapFreeBytes != nil && *mi.SwapFreeBytes <= *mi.SwapTotalBytes {
 		node.Swap = &statsv1alpha1.SwapStats{

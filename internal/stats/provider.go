@@ -52,6 +52,7 @@ type Provider struct {
 	podLogsDir string
 	procRoot   string
 	cgroupRoot string
+	nodeCgroup string
 	volPeriod  time.Duration
 	log        *slog.Logger
 	clock      clock.PassiveClock
@@ -96,6 +97,20 @@ func WithProcRoot(dir string) Option { return func(p *Provider) { p.procRoot = d
 // DefaultCgroupRoot): the unified hierarchy itself for cgroup v2, the
 // directory holding cpuacct/ and memory/ for cgroup v1.
 func WithCgroupRoot(dir string) Option { return func(p *Provider) { p.cgroupRoot = dir } }
+
+// WithNodeCgroup makes the node's CPU and memory those of a cgroup below
+// the root ("/microlet-node-1"), for a node given a cgroup of its own
+// (podsyncd's cgroup_root): its memory limit caps the capacity
+// memory.available is computed from. Empty or "/" is the root, the
+// kubelet's view of a whole machine.
+func WithNodeCgroup(path string) Option {
+	return func(p *Provider) {
+		if path == "/" {
+			path = ""
+		}
+		p.nodeCgroup = path
+	}
+}
 
 // WithVolumeStatsPeriod sets how long a volume's measured usage is kept
 // (default DefaultVolumeStatsPeriod); 0 walks the volumes on every full

@@ -246,6 +246,130 @@ func (x *ListPodWorkersResponse) GetWorkers() []*PodWorker {
 	return nil
 }
 
+// GetNodePressureRequest asks for the pressure conditions.
+type GetNodePressureRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNodePressureRequest) Reset() {
+	*x = GetNodePressureRequest{}
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodePressureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodePressureRequest) ProtoMessage() {}
+
+func (x *GetNodePressureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodePressureRequest.ProtoReflect.Descriptor instead.
+func (*GetNodePressureRequest) Descriptor() ([]byte, []int) {
+	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{3}
+}
+
+// GetNodePressureResponse carries the pressure conditions.
+type GetNodePressureResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// synchronized is false until the eviction manager has measured the node
+	// once; the pressure fields are then all false.
+	Synchronized bool `protobuf:"varint,1,opt,name=synchronized,proto3" json:"synchronized,omitempty"`
+	// memory_pressure: a memory.available threshold is met or was met within
+	// the transition period.
+	MemoryPressure bool `protobuf:"varint,2,opt,name=memory_pressure,json=memoryPressure,proto3" json:"memory_pressure,omitempty"`
+	// disk_pressure: a nodefs or imagefs threshold is met or was met within
+	// the transition period.
+	DiskPressure bool `protobuf:"varint,3,opt,name=disk_pressure,json=diskPressure,proto3" json:"disk_pressure,omitempty"`
+	// pid_pressure: a pid.available threshold is met or was met within the
+	// transition period.
+	PidPressure bool `protobuf:"varint,4,opt,name=pid_pressure,json=pidPressure,proto3" json:"pid_pressure,omitempty"`
+	// signals names the signals whose thresholds are met now (ignoring grace
+	// periods), e.g. "memory.available", for logs and the CLI.
+	Signals       []string `protobuf:"bytes,5,rep,name=signals,proto3" json:"signals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNodePressureResponse) Reset() {
+	*x = GetNodePressureResponse{}
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodePressureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodePressureResponse) ProtoMessage() {}
+
+func (x *GetNodePressureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodePressureResponse.ProtoReflect.Descriptor instead.
+func (*GetNodePressureResponse) Descriptor() ([]byte, []int) {
+	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetNodePressureResponse) GetSynchronized() bool {
+	if x != nil {
+		return x.Synchronized
+	}
+	return false
+}
+
+func (x *GetNodePressureResponse) GetMemoryPressure() bool {
+	if x != nil {
+		return x.MemoryPressure
+	}
+	return false
+}
+
+func (x *GetNodePressureResponse) GetDiskPressure() bool {
+	if x != nil {
+		return x.DiskPressure
+	}
+	return false
+}
+
+func (x *GetNodePressureResponse) GetPidPressure() bool {
+	if x != nil {
+		return x.PidPressure
+	}
+	return false
+}
+
+func (x *GetNodePressureResponse) GetSignals() []string {
+	if x != nil {
+		return x.Signals
+	}
+	return nil
+}
+
 var File_microlet_podsync_v1_podsync_proto protoreflect.FileDescriptor
 
 const file_microlet_podsync_v1_podsync_proto_rawDesc = "" +
@@ -260,14 +384,22 @@ const file_microlet_podsync_v1_podsync_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\x05 \x01(\tR\tlastError\"R\n" +
 	"\x16ListPodWorkersResponse\x128\n" +
-	"\aworkers\x18\x01 \x03(\v2\x1e.microlet.podsync.v1.PodWorkerR\aworkers*\x80\x01\n" +
+	"\aworkers\x18\x01 \x03(\v2\x1e.microlet.podsync.v1.PodWorkerR\aworkers\"\x18\n" +
+	"\x16GetNodePressureRequest\"\xc8\x01\n" +
+	"\x17GetNodePressureResponse\x12\"\n" +
+	"\fsynchronized\x18\x01 \x01(\bR\fsynchronized\x12'\n" +
+	"\x0fmemory_pressure\x18\x02 \x01(\bR\x0ememoryPressure\x12#\n" +
+	"\rdisk_pressure\x18\x03 \x01(\bR\fdiskPressure\x12!\n" +
+	"\fpid_pressure\x18\x04 \x01(\bR\vpidPressure\x12\x18\n" +
+	"\asignals\x18\x05 \x03(\tR\asignals*\x80\x01\n" +
 	"\vWorkerState\x12\x1c\n" +
 	"\x18WORKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14WORKER_STATE_SYNCING\x10\x01\x12\x1c\n" +
 	"\x18WORKER_STATE_TERMINATING\x10\x02\x12\x1b\n" +
-	"\x17WORKER_STATE_TERMINATED\x10\x032{\n" +
+	"\x17WORKER_STATE_TERMINATED\x10\x032\xe9\x01\n" +
 	"\x0ePodSyncService\x12i\n" +
-	"\x0eListPodWorkers\x12*.microlet.podsync.v1.ListPodWorkersRequest\x1a+.microlet.podsync.v1.ListPodWorkersResponseBBZ@github.com/microlet/microlet/proto/microlet/podsync/v1;podsyncv1b\x06proto3"
+	"\x0eListPodWorkers\x12*.microlet.podsync.v1.ListPodWorkersRequest\x1a+.microlet.podsync.v1.ListPodWorkersResponse\x12l\n" +
+	"\x0fGetNodePressure\x12+.microlet.podsync.v1.GetNodePressureRequest\x1a,.microlet.podsync.v1.GetNodePressureResponseBBZ@github.com/microlet/microlet/proto/microlet/podsync/v1;podsyncv1b\x06proto3"
 
 var (
 	file_microlet_podsync_v1_podsync_proto_rawDescOnce sync.Once
@@ -282,20 +414,24 @@ func file_microlet_podsync_v1_podsync_proto_rawDescGZIP() []byte {
 }
 
 var file_microlet_podsync_v1_podsync_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_microlet_podsync_v1_podsync_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_microlet_podsync_v1_podsync_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_microlet_podsync_v1_podsync_proto_goTypes = []any{
-	(WorkerState)(0),               // 0: microlet.podsync.v1.WorkerState
-	(*ListPodWorkersRequest)(nil),  // 1: microlet.podsync.v1.ListPodWorkersRequest
-	(*PodWorker)(nil),              // 2: microlet.podsync.v1.PodWorker
-	(*ListPodWorkersResponse)(nil), // 3: microlet.podsync.v1.ListPodWorkersResponse
+	(WorkerState)(0),                // 0: microlet.podsync.v1.WorkerState
+	(*ListPodWorkersRequest)(nil),   // 1: microlet.podsync.v1.ListPodWorkersRequest
+	(*PodWorker)(nil),               // 2: microlet.podsync.v1.PodWorker
+	(*ListPodWorkersResponse)(nil),  // 3: microlet.podsync.v1.ListPodWorkersResponse
+	(*GetNodePressureRequest)(nil),  // 4: microlet.podsync.v1.GetNodePressureRequest
+	(*GetNodePressureResponse)(nil), // 5: microlet.podsync.v1.GetNodePressureResponse
 }
 var file_microlet_podsync_v1_podsync_proto_depIdxs = []int32{
 	0, // 0: microlet.podsync.v1.PodWorker.state:type_name -> microlet.podsync.v1.WorkerState
 	2, // 1: microlet.podsync.v1.ListPodWorkersResponse.workers:type_name -> microlet.podsync.v1.PodWorker
 	1, // 2: microlet.podsync.v1.PodSyncService.ListPodWorkers:input_type -> microlet.podsync.v1.ListPodWorkersRequest
-	3, // 3: microlet.podsync.v1.PodSyncService.ListPodWorkers:output_type -> microlet.podsync.v1.ListPodWorkersResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
+	4, // 3: microlet.podsync.v1.PodSyncService.GetNodePressure:input_type -> microlet.podsync.v1.GetNodePressureRequest
+	3, // 4: microlet.podsync.v1.PodSyncService.ListPodWorkers:output_type -> microlet.podsync.v1.ListPodWorkersResponse
+	5, // 5: microlet.podsync.v1.PodSyncService.GetNodePressure:output_type -> microlet.podsync.v1.GetNodePressureResponse
+	4, // [4:6] is the sub-list for method output_type
+	2, // [2:4] is the sub-list for method input_type
 	2, // [2:2] is the sub-list for extension type_name
 	2, // [2:2] is the sub-list for extension extendee
 	0, // [0:2] is the sub-list for field type_name
@@ -312,7 +448,7 @@ func file_microlet_podsync_v1_podsync_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_microlet_podsync_v1_podsync_proto_rawDesc), len(file_microlet_podsync_v1_podsync_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

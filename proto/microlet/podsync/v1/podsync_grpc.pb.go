@@ -22,17 +22,25 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	PodSyncService_ListPodWorkers_FullMethodName = "/microlet.podsync.v1.PodSyncService/ListPodWorkers"
+	PodSyncService_ListPodWorkers_FullMethodName  = "/microlet.podsync.v1.PodSyncService/ListPodWorkers"
+	PodSyncService_GetNodePressure_FullMethodName = "/microlet.podsync.v1.PodSyncService/GetNodePressure"
 )
 
 // PodSyncServiceClient is the client API for PodSyncService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// PodSyncService exposes the state of the pod workers.
+// PodSyncService exposes the state of the pod workers and the eviction
+// manager's judgement of node pressure.
 type PodSyncServiceClient interface {
 	// ListPodWorkers returns one entry per pod worker.
 	ListPodWorkers(ctx context.Context, in *ListPodWorkersRequest, opts ...grpc.CallOption) (*ListPodWorkersResponse, error)
+	// GetNodePressure returns the pressure conditions the eviction manager
+	// holds (thresholds met, kept for the pressure transition period). It is
+	// the one judge of pressure: nodestatusd reports these as the Node's
+	// MemoryPressure, DiskPressure and PIDPressure conditions, and podsyncd's
+	// eviction and admission act on the same values.
+	GetNodePressure(ctx context.Context, in *GetNodePressureRequest, opts ...grpc.CallOption) (*GetNodePressureResponse, error)
 }
 
 type podSyncServiceClient struct {
@@ -53,14 +61,31 @@ func (c *podSyncServiceClient) ListPodWorkers(ctx context.Context, in *ListPodWo
 	return out, nil
 }
 
+func (c *podSyncServiceClient) GetNodePressure(ctx context.Context, in *GetNodePressureRequest, opts ...grpc.CallOption) (*GetNodePressureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetNodePressureResponse)
+	err := c.cc.Invoke(ctx, PodSyncService_GetNodePressure_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PodSyncServiceServer is the server API for PodSyncService service.
 // All implementations must embed UnimplementedPodSyncServiceServer
 // for forward compatibility.
 //
-// PodSyncService exposes the state of the pod workers.
+// PodSyncService exposes the state of the pod workers and the eviction
+// manager's judgement of node pressure.
 type PodSyncServiceServer interface {
 	// ListPodWorkers returns one entry per pod worker.
 	ListPodWorkers(context.Context, *ListPodWorkersRequest) (*ListPodWorkersResponse, error)
+	// GetNodePressure returns the pressure conditions the eviction manager
+	// holds (thresholds met, kept for the pressure transition period). It is
+	// the one judge of pressure: nodestatusd reports these as the Node's
+	// MemoryPressure, DiskPressure and PIDPressure conditions, and podsyncd's
+	// eviction and admission act on the same values.
+	GetNodePressure(context.Context, *GetNodePressureRequest) (*GetNodePressureResponse, error)
 	mustEmbedUnimplementedPodSyncServiceServer()
 }
 
@@ -73,6 +98,9 @@ type UnimplementedPodSyncServiceServer struct{}
 
 func (UnimplementedPodSyncServiceServer) ListPodWorkers(context.Context, *ListPodWorkersRequest) (*ListPodWorkersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPodWorkers not implemented")
+}
+func (UnimplementedPodSyncServiceServer) GetNodePressure(context.Context, *GetNodePressureRequest) (*GetNodePressureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetNodePressure not implemented")
 }
 func (UnimplementedPodSyncServiceServer) mustEmbedUnimplementedPodSyncServiceServer() {}
 func (UnimplementedPodSyncServiceServer) testEmbeddedByValue()                        {}
@@ -113,6 +141,24 @@ func _PodSyncService_ListPodWorkers_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PodSyncService_GetNodePressure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetNodePressureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PodSyncServiceServer).GetNodePressure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PodSyncService_GetNodePressure_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PodSyncServiceServer).GetNodePressure(ctx, req.(*GetNodePressureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PodSyncService_ServiceDesc is the grpc.ServiceDesc for PodSyncService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -123,6 +169,10 @@ var PodSyncService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPodWorkers",
 			Handler:    _PodSyncService_ListPodWorkers_Handler,
+		},
+		{
+			MethodName: "GetNodePressure",
+			Handler:    _PodSyncService_GetNodePressure_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

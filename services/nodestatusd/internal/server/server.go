@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/evictionapi"
 	"github.com/microlet/microlet/internal/kubeclient"
 	"github.com/microlet/microlet/internal/service"
 	"github.com/microlet/microlet/internal/version"
@@ -24,7 +25,6 @@ import (
 	"github.com/microlet/microlet/services/nodestatusd/internal/agent"
 	"github.com/microlet/microlet/services/nodestatusd/internal/host"
 	"github.com/microlet/microlet/services/nodestatusd/internal/nodelease"
-	"github.com/microlet/microlet/services/nodestatusd/internal/pressure"
 	"github.com/microlet/microlet/services/nodestatusd/internal/registration"
 	"github.com/microlet/microlet/services/nodestatusd/internal/setters"
 	"github.com/microlet/microlet/services/nodestatusd/internal/simulate"
@@ -52,8 +52,7 @@ type Config struct {
 	NodeStatusMaxImages              int               `yaml:"node_status_max_images" flag:"node-status-max-images" usage:"at most this many images in the status (-1: no cap)"`
 	KubeReserved                     map[string]string `yaml:"kube_reserved" flag:"kube-reserved" usage:"resources reserved for node daemons, e.g. cpu=100m,memory=256Mi"`
 	SystemReserved                   map[string]string `yaml:"system_reserved" flag:"system-reserved" usage:"resources reserved for the OS"`
-	EvictionHard                     map[string]string `yaml:"eviction_hard" flag:"eviction-hard" usage:"hard eviction thresholds, judged for the pressure conditions and subtracted from allocatable"`
-	EvictionPressureTransitionPeriod time.Duration     `yaml:"eviction_pressure_transition_period" flag:"eviction-pressure-transition-period" usage:"how long a pressure condition holds after the signal clears"`
+	EvictionHard                     map[string]string `yaml:"eviction_hard" flag:"eviction-hard" usage:"hard eviction thresholds, subtracted from allocatable (unset: the kubelet's defaults); give podsyncd, which judges pressure, the same"`
 	NodeFsPath                       string            `yaml:"nodefs_path" flag:"nodefs-path" usage:"filesystem measured for nodefs (ephemeral-storage)"`
 	ImageFsPath                      string            `yaml:"imagefs_path" flag:"imagefs-path" usage:"filesystem measured for imagefs (default: nodefs)"`
 	DaemonPort                       int32             `yaml:"daemon_port" flag:"daemon-port" usage:"kubelet API port advertised in the status while nodeapi does not answer (when it does, the port it really serves)"`
@@ -77,22 +76,12 @@ func DefaultConfig() Config {
 		FastStatusTimeout:                t.FastStatusTimeout,
 		MaxPods:                          setters.DefaultMaxPods,
 		NodeStatusMaxImages:              setters.DefaultMaxImages,
-		EvictionHard:                     copyMap(pressure.DefaultEvictionHard),
-		EvictionPressureTransitionPeriod: pressure.DefaultTransitionPeriod,
 		NodeFsPath:                       "/",
 		DaemonPort:                       setters.DefaultDaemonPort,
 		KubeAPIQPS:                       50,
 		KubeAPIBurst:                     100,
 		SimulatePrefix:                   "sim",
 	}
-}
-
-func copyMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // Server is the nodestatusd service.
@@ -196,9 +185,13 @@ func (s *Server) validate() error {
 	if c.KubeAPIQPS <= 0 || c.KubeAPIBurst <= 0 {
 		return fmt.Errorf("kube_api_qps/kube_api_burst: must be positive")
 	}
-	th, err := pressure.ParseThresholds(c.EvictionHard)
+	hard := c.EvictionHard
+	if hard == nil {
+		hard = evictionapi.DefaultEvictionHard
+	}
+	th, err := evictionapi.Parse(evictionapi.Config{Hard: hard})
 	if err != nil {
-		return fmt.Errorf("eviction_hard: %w", err)
+		return err
 	}
 	reserved, err := setters.ParseReserved(c.KubeReserved, c.SystemReserved)
 	if err != nil {
@@ -231,7 +224,6 @@ func (s *Server) validate() error {
 		MaxImages:    c.NodeStatusMaxImages,
 		DaemonPort:   c.DaemonPort,
 		Version:      version.Kubernetes,
-		Pressure:     pressure.NewMonitor(th, c.EvictionPressureTransitionPeriod, s.clock),
 	}
 	rc, err := kubeclient.Config(c.Kubeconfig, components.NodeStatusd, c.KubeAPIQPS, c.KubeAPIBurst)
 	switch {
@@ -263,6 +255,8 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	defer s.cloud.Close()
 	kubeletAPI := sources.NewNodeAPI(env.Common.Endpoint(components.NodeAPI), maxAge)
 	defer kubeletAPI.Close()
+	podSync := sources.NewPodSync(env.Common.Endpoint(components.PodSyncd), maxAge)
+	defer podSync.Close()
 	s.statsTTL = newStatsCache(h, s.cfg.NodeFsPath, s.cfg.ImageFsPath, time.Second)
 
 	in := s.inputs
@@ -273,6 +267,10 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	in.PodCIDR = s.runtime.UpdatePodCIDR
 	in.Cloud = s.cloud.Get
 	in.KubeletAPI = kubeletAPI.Get
+	if s.cfg.Simulate == 0 {
+		// Simulated nodes have no podsyncd: their pressure stays False.
+		in.Pressure = setters.NewPressure(podSync.Get)
+	}
 	in.Extra = s.extra
 	in.Machine = &setters.MachineCache{}
 

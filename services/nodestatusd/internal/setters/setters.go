@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
+	"github.com/microlet/microlet/internal/evictionapi"
 	"github.com/microlet/microlet/services/nodestatusd/internal/host"
-	"github.com/microlet/microlet/services/nodestatusd/internal/pressure"
 	"github.com/microlet/microlet/services/nodestatusd/internal/sources"
 )
 
@@ -64,9 +64,9 @@ type Inputs struct {
 	// Cloud reads cloudsyncd; nil means none.
 	Cloud func(ctx context.Context) sources.CloudState
 	// Pressure judges the host's stats.
-	Pressure *pressure.Monitor
+	Pressure *Pressure
 	// EvictionHard are the hard thresholds subtracted from allocatable.
-	EvictionHard []pressure.Threshold
+	EvictionHard []evictionapi.Threshold
 	// Reserved is kube-reserved plus system-reserved.
 	Reserved corev1.ResourceList
 	// MaxPods is the pods capacity.
@@ -279,13 +279,13 @@ func MachineInfo(in *Inputs) Setter {
 			}
 			switch name {
 			case corev1.ResourceMemory:
-				if t, ok := pressure.Find(in.EvictionHard, pressure.MemoryAvailable); ok {
-					v.Sub(*resource.NewQuantity(t.Value(q.Value()), resource.BinarySI))
+				if t, ok := evictionapi.Find(in.EvictionHard, evictionapi.SignalMemoryAvailable); ok {
+					v.Sub(*resource.NewQuantity(t.Value.Of(q.Value()), resource.BinarySI))
 				}
 				v.Sub(*resource.NewQuantity(hugeTotal, resource.BinarySI))
 			case corev1.ResourceEphemeralStorage:
-				if t, ok := pressure.Find(in.EvictionHard, pressure.NodeFsAvailable); ok {
-					v.Sub(*resource.NewQuantity(t.Value(q.Value()), resource.BinarySI))
+				if t, ok := evictionapi.Find(in.EvictionHard, evictionapi.SignalNodeFsAvailable); ok {
+					v.Sub(*resource.NewQuantity(t.Value.Of(q.Value()), resource.BinarySI))
 				}
 			}
 			if v.Sign() < 0 {
@@ -403,33 +403,32 @@ func Images(in *Inputs) Setter {
 	}
 }
 
-// PressureConditions sets MemoryPressure, DiskPressure and PIDPressure from
-// the host's stats judged by the monitor.
+// PressureConditions sets MemoryPressure, DiskPressure and PIDPressure
+// as podsyncd's eviction manager judges them (see Pressure).
 func PressureConditions(in *Inputs) Setter {
-	return func(_ context.Context, node *corev1.Node) error {
-		var c pressure.Conditions
-		var err error
-		if in.Stats != nil && in.Pressure != nil {
-			var s host.Stats
-			if s, err = in.Stats(); err == nil {
-				c = in.Pressure.Observe(s)
-			}
-		}
+	return func(ctx context.Context, node *corev1.Node) error {
 		now := in.Now()
+		var v PressureVerdict
+		if in.Pressure != nil {
+			v = in.Pressure.Verdict(ctx, now)
+		}
 		set := func(typ corev1.NodeConditionType, on bool, yesReason, yesMsg, noReason, noMsg string) {
-			if on {
+			switch {
+			case v.Unknown:
+				SetCondition(node, corev1.NodeCondition{Type: typ, Status: corev1.ConditionUnknown, Reason: ReasonPressureUnknown, Message: v.Message}, now)
+			case on:
 				SetCondition(node, corev1.NodeCondition{Type: typ, Status: corev1.ConditionTrue, Reason: yesReason, Message: yesMsg}, now)
-			} else {
+			default:
 				SetCondition(node, corev1.NodeCondition{Type: typ, Status: corev1.ConditionFalse, Reason: noReason, Message: noMsg}, now)
 			}
 		}
-		set(corev1.NodeMemoryPressure, c.Memory, "KubeletHasInsufficientMemory", "kubelet has insufficient memory available",
+		set(corev1.NodeMemoryPressure, v.Memory, "KubeletHasInsufficientMemory", "kubelet has insufficient memory available",
 			"KubeletHasSufficientMemory", "kubelet has sufficient memory available")
-		set(corev1.NodeDiskPressure, c.Disk, "KubeletHasDiskPressure", "kubelet has disk pressure",
+		set(corev1.NodeDiskPressure, v.Disk, "KubeletHasDiskPressure", "kubelet has disk pressure",
 			"KubeletHasNoDiskPressure", "kubelet has no disk pressure")
-		set(corev1.NodePIDPressure, c.PID, "KubeletHasInsufficientPID", "kubelet has insufficient PID available",
+		set(corev1.NodePIDPressure, v.PID, "KubeletHasInsufficientPID", "kubelet has insufficient PID available",
 			"KubeletHasSufficientPID", "kubelet has sufficient PID available")
-		return err
+		return nil
 	}
 }
 

@@ -14,15 +14,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/microlet/microlet/internal/evictionapi"
 	"github.com/microlet/microlet/services/nodestatusd/internal/host"
-	"github.com/microlet/microlet/services/nodestatusd/internal/pressure"
 	"github.com/microlet/microlet/services/nodestatusd/internal/sources"
 )
 
 func inputs(t *testing.T, rt *sources.RuntimeState) (*Inputs, *testingclock.FakeClock) {
 	t.Helper()
 	clk := testingclock.NewFakeClock(time.Unix(1_000_000, 0))
-	th, err := pressure.ParseThresholds(pressure.DefaultEvictionHard)
+	th, err := evictionapi.Parse(evictionapi.Config{Hard: evictionapi.DefaultEvictionHard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func inputs(t *testing.T, rt *sources.RuntimeState) (*Inputs, *testingclock.Fake
 		Stats: func() (host.Stats, error) {
 			return host.Stats{MemoryCapacity: 4 << 30, MemoryAvailable: 2 << 30, Fs: host.FsStats{Capacity: 100 << 30, Available: 50 << 30}, PIDMax: 1000, PIDs: 10}, nil
 		},
-		Pressure:     pressure.NewMonitor(th, time.Minute, clk),
+		Pressure:     NewPressure(func(context.Context) sources.PressureState { return sources.PressureState{Synchronized: true} }),
 		EvictionHard: th,
 		Reserved:     reserved,
 		MaxPods:      DefaultMaxPods,
@@ -122,7 +122,9 @@ func TestCapacityAllocatable(t *testing.T) {
 	if want := int64(4<<30 - 200<<20 - 4<<20); a.Memory().Value() != want {
 		t.Fatalf("allocatable memory %d, want %d", a.Memory().Value(), want)
 	}
-	if a.StorageEphemeral().Value() != 90<<30 {
+	// 100Gi less 10%, with the percentage a float32 as in the kubelet
+	// (GetThresholdQuantity): 16 bytes more than an exact tenth.
+	if a.StorageEphemeral().Value() != 100<<30-int64(float64(100<<30)*float64(float32(0.1))) {
 		t.Fatalf("allocatable storage %v", a.StorageEphemeral())
 	}
 	if c.Pods().Value() != 110 {

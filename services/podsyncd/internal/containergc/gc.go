@@ -95,6 +95,19 @@ type Result struct {
 // GarbageCollect makes one pass. Errors of single removals are logged and
 // joined into the returned error; the pass goes on.
 func (g *GC) GarbageCollect(ctx context.Context, gone Gone) (Result, error) {
+	return g.collect(ctx, gone, gone)
+}
+
+// DeleteAllUnused is the pass the eviction manager runs to reclaim disk
+// (the kubelet's DeleteAllUnusedContainers): the containers and sandboxes
+// of pods that are finished but still exist go as well as those of gone
+// pods; log directories only of gone pods, as in every pass.
+func (g *GC) DeleteAllUnused(ctx context.Context, gone, finished Gone) (Result, error) {
+	runtimeGone := func(uid types.UID) bool { return gone(uid) || finished(uid) }
+	return g.collect(ctx, runtimeGone, gone)
+}
+
+func (g *GC) collect(ctx context.Context, gone, contentGone Gone) (Result, error) {
 	var res Result
 	var errs []error
 	cs, err := g.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
@@ -127,7 +140,7 @@ func (g *GC) GarbageCollect(ctx context.Context, gone Gone) (Result, error) {
 		}
 		res.Sandboxes++
 	}
-	n, err := g.removeLogDirs(ctx, gone)
+	n, err := g.removeLogDirs(ctx, contentGone)
 	res.LogDirs = n
 	if err != nil {
 		errs = append(errs, err)

@@ -1,7 +1,7 @@
 package eviction
 
 import (
-	"sort"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -107,7 +107,15 @@ func rank(pods []*corev1.Pod, stats statsFunc, r ranking) []*corev1.Pod {
 		}
 		cs[i] = c
 	}
-	sort.SliceStable(cs, func(i, j int) bool { return less(&cs[i], &cs[j], r.kind) })
+	slices.SortStableFunc(cs, func(a, b candidate) int {
+		switch {
+		case less(&a, &b, r.kind):
+			return -1
+		case less(&b, &a, r.kind):
+			return 1
+		}
+		return 0
+	})
 	out := make([]*corev1.Pod, len(cs))
 	for i := range cs {
 		out[i] = cs[i].pod

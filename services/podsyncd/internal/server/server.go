@@ -9,16 +9,22 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	remote "k8s.io/cri-client/pkg"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/evictionapi"
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/kubeclient"
 	"github.com/microlet/microlet/internal/service"
+	"github.com/microlet/microlet/internal/stats"
 	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
@@ -30,6 +36,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/dns"
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
+	"github.com/microlet/microlet/services/podsyncd/internal/eviction"
 	"github.com/microlet/microlet/services/podsyncd/internal/imagegc"
 	"github.com/microlet/microlet/services/podsyncd/internal/podcgroups"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
@@ -77,11 +84,22 @@ type Config struct {
 	ImageCredentialProviderConfig string `yaml:"image_credential_provider_config" flag:"image-credential-provider-config" usage:"CredentialProviderConfig file (kubelet.config.k8s.io/v1) of image credential provider exec plugins; empty: none"`
 	ImageCredentialProviderBinDir string `yaml:"image_credential_provider_bin_dir" flag:"image-credential-provider-bin-dir" usage:"directory of the image credential provider plugins"`
 
-	CgroupsPerQOS  bool              `yaml:"cgroups_per_qos" flag:"cgroups-per-qos" usage:"run pods in the kubelet's QoS cgroup hierarchy (kubepods, burstable, besteffort, one cgroup per pod) passed to sandboxes as their cgroup parent"`
-	CgroupRoot     string            `yaml:"cgroup_root" flag:"cgroup-root" usage:"cgroupfs path below which kubepods is made (created when missing); give nodes sharing a host different roots"`
-	CgroupDriver   string            `yaml:"cgroup_driver" flag:"cgroup-driver" usage:"cgroupfs or systemd, used only when the runtime does not report its driver (CRI RuntimeConfig)"`
-	PodPidsLimit   int64             `yaml:"pod_pids_limit" flag:"pod-pids-limit" usage:"most processes in one pod (pids.max of its cgroup); -1 or 0: unlimited"`
-	CPUCFSQuota    bool              `yaml:"cpu_cfs_quota" flag:"cpu-cfs-quota" usage:"enforce CPU limits with CFS quota on pod cgroups"`
+	CgroupsPerQOS bool   `yaml:"cgroups_per_qos" flag:"cgroups-per-qos" usage:"run pods in the kubelet's QoS cgroup hierarchy (kubepods, burstable, besteffort, one cgroup per pod) passed to sandboxes as their cgroup parent"`
+	CgroupRoot    string `yaml:"cgroup_root" flag:"cgroup-root" usage:"cgroupfs path below which kubepods is made (created when missing); give nodes sharing a host different roots"`
+	CgroupDriver  string `yaml:"cgroup_driver" flag:"cgroup-driver" usage:"cgroupfs or systemd, used only when the runtime does not report its driver (CRI RuntimeConfig)"`
+	PodPidsLimit  int64  `yaml:"pod_pids_limit" flag:"pod-pids-limit" usage:"most processes in one pod (pids.max of its cgroup); -1 or 0: unlimited"`
+	CPUCFSQuota   bool   `yaml:"cpu_cfs_quota" flag:"cpu-cfs-quota" usage:"enforce CPU limits with CFS quota on pod cgroups"`
+	// The eviction manager: the kubelet's settings of the same names
+	// (KubeletConfiguration), judged here and nowhere else.
+	EvictionHard                     map[string]string `yaml:"eviction_hard" flag:"eviction-hard" usage:"hard eviction thresholds, signal=quantity or percentage (memory.available=100Mi,nodefs.available=10%); unset: the kubelet's defaults; setting it replaces them all (give nodestatusd the same for allocatable)"`
+	EvictionSoft                     map[string]string `yaml:"eviction_soft" flag:"eviction-soft" usage:"soft eviction thresholds, met for their grace period before pods are evicted"`
+	EvictionSoftGracePeriod          map[string]string `yaml:"eviction_soft_grace_period" flag:"eviction-soft-grace-period" usage:"grace period of each soft threshold (memory.available=1m30s)"`
+	EvictionMinimumReclaim           map[string]string `yaml:"eviction_minimum_reclaim" flag:"eviction-minimum-reclaim" usage:"how much more than its threshold must be available again before a signal stops evicting (imagefs.available=2Gi)"`
+	EvictionMaxPodGracePeriod        int32             `yaml:"eviction_max_pod_grace_period" flag:"eviction-max-pod-grace-period" usage:"largest grace period (seconds) of a pod evicted for a soft threshold"`
+	EvictionPressureTransitionPeriod time.Duration     `yaml:"eviction_pressure_transition_period" flag:"eviction-pressure-transition-period" usage:"how long a pressure condition holds after its thresholds cleared"`
+	EvictionMonitoringPeriod         time.Duration     `yaml:"eviction_monitoring_period" flag:"eviction-monitoring-period" usage:"time between eviction passes (the kubelet's fixed 10s)"`
+	VolumeStatsAggPeriod             time.Duration     `yaml:"volume_stats_agg_period" flag:"volume-stats-agg-period" usage:"how long a volume's measured disk usage is reused before the directory is walked again"`
+
 	KubeReserved   map[string]string `yaml:"kube_reserved" flag:"kube-reserved" usage:"resources reserved for node daemons (cpu=100m,memory=256Mi,pid=1000), kept out of kubepods; give nodestatusd the same"`
 	SystemReserved map[string]string `yaml:"system_reserved" flag:"system-reserved" usage:"resources reserved for the OS, kept out of kubepods; give nodestatusd the same"`
 }
@@ -89,8 +107,9 @@ type Config struct {
 // Server is the podsyncd service.
 type Server struct {
 	podsyncv1.UnimplementedPodSyncServiceServer
-	cfg  Config
-	loop *syncloop.Loop
+	cfg       Config
+	loop      *syncloop.Loop
+	evictions *eviction.Manager
 }
 
 // New returns the service with the kubelet's defaults.
@@ -125,6 +144,10 @@ func New() *Server {
 		CgroupDriver:                podcgroups.DriverCgroupfs,
 		PodPidsLimit:                -1,
 		CPUCFSQuota:                 true,
+
+		EvictionPressureTransitionPeriod: evictionapi.DefaultPressureTransitionPeriod,
+		EvictionMonitoringPeriod:         eviction.DefaultMonitoringPeriod,
+		VolumeStatsAggPeriod:             stats.DefaultVolumeStatsPeriod,
 	}}
 }
 
@@ -141,7 +164,7 @@ func (s *Server) Register(env *service.Env) error {
 		"resync_period": c.ResyncPeriod, "relist_period": c.RelistPeriod, "housekeeping_period": c.HousekeepingPeriod,
 		"crashloop_backoff_initial": c.BackoffInitial, "crashloop_backoff_max": c.BackoffMax, "runtime_request_timeout": c.RuntimeTimeout,
 		"container_gc_period": c.ContainerGCPeriod, "container_log_monitor_interval": c.ContainerLogMonitorInterval,
-		"image_gc_period": c.ImageGCPeriod,
+		"image_gc_period": c.ImageGCPeriod, "eviction_monitoring_period": c.EvictionMonitoringPeriod,
 	} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive, got %s", name, d)
@@ -168,6 +191,9 @@ func (s *Server) Register(env *service.Env) error {
 	if err := c.checkCgroups(); err != nil {
 		return err
 	}
+	if _, err := c.evictionConfig(); err != nil {
+		return err
+	}
 	if c.ImageCredentialProviderConfig != "" {
 		if _, err := credprovider.Load(c.ImageCredentialProviderConfig, c.ImageCredentialProviderBinDir, nil); err != nil {
 			return err
@@ -175,6 +201,27 @@ func (s *Server) Register(env *service.Env) error {
 	}
 	podsyncv1.RegisterPodSyncServiceServer(env.Server.GRPC(), s)
 	return nil
+}
+
+// evictionConfig parses the eviction settings; an error names the field.
+func (c *Config) evictionConfig() (eviction.Config, error) {
+	hard := c.EvictionHard
+	if hard == nil {
+		hard = evictionapi.DefaultEvictionHard
+	}
+	th, err := evictionapi.Parse(evictionapi.Config{Hard: hard, Soft: c.EvictionSoft,
+		SoftGracePeriod: c.EvictionSoftGracePeriod, MinimumReclaim: c.EvictionMinimumReclaim})
+	if err != nil {
+		return eviction.Config{}, err
+	}
+	if c.EvictionPressureTransitionPeriod < 0 {
+		return eviction.Config{}, fmt.Errorf("eviction_pressure_transition_period must not be negative, got %s", c.EvictionPressureTransitionPeriod)
+	}
+	if c.VolumeStatsAggPeriod < 0 {
+		return eviction.Config{}, fmt.Errorf("volume_stats_agg_period must not be negative, got %s", c.VolumeStatsAggPeriod)
+	}
+	return eviction.Config{Thresholds: th, PressureTransitionPeriod: c.EvictionPressureTransitionPeriod,
+		MaxPodGracePeriodSeconds: int64(c.EvictionMaxPodGracePeriod), MonitoringPeriod: c.EvictionMonitoringPeriod}, nil
 }
 
 func (c *Config) imagePolicy() imagegc.Policy {
@@ -322,16 +369,109 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	gc := containergc.New(rt, c.gcPolicy(), containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.ContainerLogSymlinkDir, Log: env.Log})
 	logPolicy, _ := c.logPolicy() // validated in Register
 	go containerlogs.NewRotator(rt, logPolicy, env.Log, nil).Run(ctx, c.ContainerLogMonitorInterval)
-	go imagegc.New(rt, img, c.imagePolicy(), imagegc.Options{Recorder: recorder, NodeName: c.NodeName, Log: env.Log}).Run(ctx, c.ImageGCPeriod)
-	s.loop = syncloop.New(env.Log, rm, rt,
+	imageGC := imagegc.New(rt, img, c.imagePolicy(), imagegc.Options{Recorder: recorder, NodeName: c.NodeName, Log: env.Log})
+	go imageGC.Run(ctx, c.ImageGCPeriod)
+	summary, closeStats, err := s.statsProvider(ctx, env, cgroups != nil)
+	if err != nil {
+		return err
+	}
+	defer closeStats()
+	evCfg, _ := c.evictionConfig() // validated in Register
+	evDeps := eviction.Deps{
+		Summary:          func(ctx context.Context) (*statsv1alpha1.Summary, error) { return summary.Summary(ctx, false) },
+		DedicatedImageFs: func(ctx context.Context) (bool, error) { return dedicatedImageFs(ctx, img, c.DataDir) },
+		DeleteUnusedImages: func(ctx context.Context) error {
+			res, err := imageGC.DeleteUnusedImages(ctx)
+			if len(res.Removed) > 0 {
+				env.Log.Info("eviction: removed unused images", "images", len(res.Removed), "freedBytes", res.Freed)
+			}
+			return err
+		},
+		Recorder: recorder,
+		NodeName: c.NodeName,
+		Log:      env.Log,
+	}
+	// The manager acts through the loop and the loop admits through the
+	// manager: the loop's hooks are bound once both exist.
+	var loop *syncloop.Loop
+	evDeps.ActivePods = func() []*corev1.Pod { return loop.ActivePods() }
+	evDeps.Evict = func(pod *corev1.Pod, grace int64, msg string) { loop.Evict(pod, grace, msg) }
+	evDeps.PodCleanedUp = func(uid types.UID) bool { return loop.PodStopped(uid) }
+	evDeps.DeleteUnusedContainers = func(ctx context.Context) error { return loop.DeleteAllUnusedContainers(ctx) }
+	s.evictions = eviction.New(evCfg, evDeps)
+	loop = syncloop.New(env.Log, rm, rt,
 		podconfigv1.NewPodConfigServiceClient(conns[components.PodConfig]),
 		statusdv1.NewStatusServiceClient(conns[components.Statusd]),
 		nodestatusv1.NewNodeStatusServiceClient(conns[components.NodeStatusd]),
 		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod,
-			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod, Allocation: alloc, Cgroups: syncloopCgroups(cgroups)})
+			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod, Allocation: alloc, Cgroups: syncloopCgroups(cgroups),
+			AdmitPressure: s.evictions.Admit})
+	s.loop = loop
 	env.Ready()
+	go s.evictions.Run(ctx)
 	s.loop.Run(ctx)
 	return nil
+}
+
+// statsProvider is the node's stats Summary the eviction manager judges:
+// nodefs is the data dir's filesystem, the pod log dirs are podsyncd's,
+// imagefs is the runtime's ImageFsInfo, and with pod cgroups the node's
+// memory is that of cgroup_root (the whole machine when it is "/").
+func (s *Server) statsProvider(ctx context.Context, env *service.Env, nodeCgroup bool) (*stats.Provider, func(), error) {
+	c := &s.cfg
+	rt, err := remote.NewRemoteRuntimeService(ctx, c.Endpoint(components.RuntimeShim), c.RuntimeTimeout, nil, false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("runtime endpoint for stats: %w", err)
+	}
+	img, err := remote.NewRemoteImageService(ctx, c.ImageServiceEndpoint(), c.RuntimeTimeout, nil, false)
+	if err != nil {
+		_ = rt.Close(context.Background())
+		return nil, nil, fmt.Errorf("image endpoint for stats: %w", err)
+	}
+	opts := []stats.Option{stats.WithNodeName(c.NodeName), stats.WithRootDir(c.DataDir), stats.WithPodLogsDir(c.PodLogsDir),
+		stats.WithVolumeStatsPeriod(c.VolumeStatsAggPeriod), stats.WithLogger(env.Log)}
+	if nodeCgroup {
+		opts = append(opts, stats.WithNodeCgroup(c.CgroupRoot))
+	}
+	return stats.New(rt, img, opts...), func() { _ = rt.Close(context.Background()) }, nil
+}
+
+// dedicatedImageFs says whether the runtime's image filesystem is another
+// device than the data dir's (the kubelet's HasDedicatedImageFs).
+func dedicatedImageFs(ctx context.Context, img runtimeapi.ImageServiceClient, dataDir string) (bool, error) {
+	resp, err := img.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	if err != nil {
+		return false, fmt.Errorf("image filesystem info: %w", err)
+	}
+	if len(resp.ImageFilesystems) == 0 {
+		return false, nil
+	}
+	mp := resp.ImageFilesystems[0].GetFsId().GetMountpoint()
+	var a, b unix.Stat_t
+	if err := unix.Stat(dataDir, &a); err != nil {
+		return false, fmt.Errorf("data dir: %w", err)
+	}
+	if mp == "" || unix.Stat(mp, &b) != nil {
+		return false, nil // not visible here: judged as one disk
+	}
+	return a.Dev != b.Dev, nil
+}
+
+// GetNodePressure implements PodSyncService: the eviction manager's judgement.
+func (s *Server) GetNodePressure(context.Context, *podsyncv1.GetNodePressureRequest) (*podsyncv1.GetNodePressureResponse, error) {
+	resp := &podsyncv1.GetNodePressureResponse{}
+	if s.evictions == nil {
+		return resp, nil
+	}
+	p := s.evictions.Pressure()
+	resp.Synchronized = p.Synchronized
+	resp.MemoryPressure = p.Has(corev1.NodeMemoryPressure)
+	resp.DiskPressure = p.Has(corev1.NodeDiskPressure)
+	resp.PidPressure = p.Has(corev1.NodePIDPressure)
+	for _, sig := range p.Signals {
+		resp.Signals = append(resp.Signals, string(sig))
+	}
+	return resp, nil
 }
 
 // ListPodWorkers implements PodSyncService.

@@ -43,6 +43,9 @@ type Options struct {
 	Allocation *allocation.State
 	// Cgroups manages pod cgroups (cgroupsPerQOS); nil runs pods without.
 	Cgroups PodCgroups
+	// AdmitPressure is the eviction manager's admission under node
+	// pressure, asked before the other predicates; nil admits.
+	AdmitPressure func(pod *corev1.Pod) (ok bool, reason, message string)
 }
 
 // Loop is the sync loop.
@@ -239,7 +242,13 @@ func (l *Loop) admit(pod *corev1.Pod) bool {
 	for i, p := range running {
 		running[i] = l.allocated(p)
 	}
-	res := admission.Admit(pod, node, running)
+	res := admission.Result{Admit: true}
+	if f := l.opts.AdmitPressure; f != nil {
+		res.Admit, res.Reason, res.Message = f(pod)
+	}
+	if res.Admit {
+		res = admission.Admit(pod, node, running)
+	}
 	if !res.Admit {
 		l.log.Info("pod rejected", "pod", pod.Namespace+"/"+pod.Name, "reason", res.Reason, "message", res.Message)
 		l.mu.Lock()
@@ -480,32 +489,16 @@ func (l *Loop) enforceLocalStorage() {
 	if vols == nil {
 		return
 	}
-	l.mu.Lock()
-	var pods []*corev1.Pod
-	for uid, p := range l.admitted {
-		if _, done := l.evicted[uid]; done {
-			continue
-		}
-		if st := l.last[uid]; st != nil && (st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) {
-			continue
-		}
-		pods = append(pods, p)
-	}
-	l.mu.Unlock()
-	for _, pod := range pods {
+	for _, pod := range l.ActivePods() {
 		msg := vols.EmptyDirOverLimit(pod)
 		if msg == "" {
 			continue
 		}
-		l.mu.Lock()
-		l.evicted[pod.UID] = msg
-		l.mu.Unlock()
 		l.log.Warn("evicting pod", "pod", pod.Namespace+"/"+pod.Name, "reason", evictedReason, "message", msg)
 		if rec := l.rm.Recorder(); rec != nil {
 			rec.Event(pod, corev1.EventTypeWarning, evictedReason, msg)
 		}
-		grace := int64(0)
-		l.workers.Terminate(pod, &grace)
+		l.Evict(pod, 0, msg)
 	}
 }
 

@@ -1,0 +1,72 @@
+package sources
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/microlet/microlet/internal/grpcclient"
+	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
+)
+
+// PressureState is one reading of podsyncd's eviction manager.
+type PressureState struct {
+	// Err is set when podsyncd could not be asked.
+	Err error
+	// Synchronized is false until the eviction manager measured the node.
+	Synchronized bool
+	// Memory, Disk and PID say which pressure conditions hold.
+	Memory, Disk, PID bool
+	// Signals are the signals whose thresholds are met now.
+	Signals []string
+}
+
+// PodSync is a cached client of podsyncd's GetNodePressure: podsyncd's
+// eviction manager judges pressure, nodestatusd only reports it.
+type PodSync struct {
+	endpoint string
+	cache    ttlCache[PressureState]
+
+	dialOnce sync.Once
+	dialErr  error
+	cc       *grpc.ClientConn
+	client   podsyncv1.PodSyncServiceClient
+}
+
+// NewPodSync returns a podsyncd source; readings younger than maxAge are reused.
+func NewPodSync(endpoint string, maxAge time.Duration) *PodSync {
+	return &PodSync{endpoint: endpoint, cache: ttlCache[PressureState]{maxAge: maxAge, now: time.Now}}
+}
+
+// Close releases the connection.
+func (p *PodSync) Close() {
+	if p.cc != nil {
+		_ = p.cc.Close()
+	}
+}
+
+// Get returns a reading no older than maxAge.
+func (p *PodSync) Get(ctx context.Context) PressureState { return p.cache.get(ctx, p.read) }
+
+func (p *PodSync) read(ctx context.Context) PressureState {
+	p.dialOnce.Do(func() {
+		p.cc, p.dialErr = grpcclient.Dial(p.endpoint)
+		if p.dialErr == nil {
+			p.client = podsyncv1.NewPodSyncServiceClient(p.cc)
+		}
+	})
+	if p.dialErr != nil {
+		return PressureState{Err: fmt.Errorf("podsyncd at %s: %w", p.endpoint, p.dialErr)}
+	}
+	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	resp, err := p.client.GetNodePressure(cctx, &podsyncv1.GetNodePressureRequest{})
+	if err != nil {
+		return PressureState{Err: fmt.Errorf("podsyncd at %s: %w", p.endpoint, err)}
+	}
+	return PressureState{Synchronized: resp.GetSynchronized(), Memory: resp.GetMemoryPressure(),
+		Disk: resp.GetDiskPressure(), PID: resp.GetPidPressure(), Signals: resp.GetSignals()}
+}

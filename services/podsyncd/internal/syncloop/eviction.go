@@ -1,0 +1,88 @@
+package syncloop
+
+import (
+	"context"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
+)
+
+// ActivePods are the admitted pods that may still run: not finished and
+// not already being evicted (the kubelet's active pods, which the eviction
+// manager ranks), sorted by namespace and name so ranking ties are stable.
+func (l *Loop) ActivePods() []*corev1.Pod {
+	l.mu.Lock()
+	pods := make([]*corev1.Pod, 0, len(l.admitted))
+	for uid, p := range l.admitted {
+		if _, done := l.evicted[uid]; done {
+			continue
+		}
+		if st := l.last[uid]; st != nil && (st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) {
+			continue
+		}
+		pods = append(pods, p)
+	}
+	l.mu.Unlock()
+	for i, p := range pods {
+		pods[i] = l.allocated(p)
+	}
+	sort.Slice(pods, func(i, j int) bool {
+		if pods[i].Namespace != pods[j].Namespace {
+			return pods[i].Namespace < pods[j].Namespace
+		}
+		return pods[i].Name < pods[j].Name
+	})
+	return pods
+}
+
+// Evict kills pod with the grace period; from then on its status is
+// Failed with reason Evicted, the message, and a DisruptionTarget
+// condition (TerminationByKubelet), and its restart policy does not bring
+// it back.
+func (l *Loop) Evict(pod *corev1.Pod, gracePeriod int64, message string) {
+	l.mu.Lock()
+	l.evicted[pod.UID] = message
+	l.mu.Unlock()
+	grace := gracePeriod
+	l.workers.Terminate(pod, &grace)
+}
+
+// PodStopped says whether nothing of the pod runs any more: its worker
+// finished terminating, or it has none.
+func (l *Loop) PodStopped(uid types.UID) bool {
+	if l.workers == nil {
+		return true
+	}
+	for _, w := range l.workers.List() {
+		if w.UID == uid {
+			return w.State == podworkers.Terminated
+		}
+	}
+	return true
+}
+
+// DeleteAllUnusedContainers is the eviction manager's container reclaim
+// (the kubelet's DeleteAllUnusedContainers): one container GC pass in
+// which the containers of finished pods that still exist go too, not only
+// those of removed pods.
+func (l *Loop) DeleteAllUnusedContainers(ctx context.Context) error {
+	if l.opts.ContainerGC == nil {
+		return nil
+	}
+	gone := l.podGone(ctx)
+	finished := func(uid types.UID) bool {
+		l.mu.Lock()
+		_, admitted := l.admitted[uid]
+		st := l.last[uid]
+		l.mu.Unlock()
+		return admitted && st != nil && (st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) && l.PodStopped(uid)
+	}
+	res, err := l.opts.ContainerGC.DeleteAllUnused(ctx, gone, finished)
+	if res.Containers+res.Sandboxes+res.LogDirs > 0 {
+		l.log.Info("eviction: removed unused containers", "containers", res.Containers, "sandboxes", res.Sandboxes, "podLogDirs", res.LogDirs)
+	}
+	return err
+}
