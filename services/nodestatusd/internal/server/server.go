@@ -48,16 +48,16 @@ type Config struct {
 	NodeLeaseRenewInterval    time.Duration `yaml:"node_lease_renew_interval" flag:"node-lease-renew-interval" usage:"Lease renew interval (default: a quarter of the duration)"`
 	FastStatusTimeout         time.Duration `yaml:"fast_status_timeout" flag:"fast-status-timeout" usage:"how long the startup loop reports Ready early"`
 
-	MaxPods                          int64             `yaml:"max_pods" flag:"max-pods" usage:"pods capacity"`
-	NodeStatusMaxImages              int               `yaml:"node_status_max_images" flag:"node-status-max-images" usage:"at most this many images in the status (-1: no cap)"`
-	KubeReserved                     map[string]string `yaml:"kube_reserved" flag:"kube-reserved" usage:"resources reserved for node daemons, e.g. cpu=100m,memory=256Mi"`
-	SystemReserved                   map[string]string `yaml:"system_reserved" flag:"system-reserved" usage:"resources reserved for the OS"`
-	EvictionHard                     map[string]string `yaml:"eviction_hard" flag:"eviction-hard" usage:"hard eviction thresholds, subtracted from allocatable (unset: the kubelet's defaults); give podsyncd, which judges pressure, the same"`
-	NodeFsPath                       string            `yaml:"nodefs_path" flag:"nodefs-path" usage:"filesystem measured for nodefs (ephemeral-storage)"`
-	ImageFsPath                      string            `yaml:"imagefs_path" flag:"imagefs-path" usage:"filesystem measured for imagefs (default: nodefs)"`
-	DaemonPort                       int32             `yaml:"daemon_port" flag:"daemon-port" usage:"kubelet API port advertised in the status while nodeapi does not answer (when it does, the port it really serves)"`
-	KubeAPIQPS                       float32           `yaml:"kube_api_qps" flag:"kube-api-qps" usage:"QPS of the registration client (heartbeats are never throttled)"`
-	KubeAPIBurst                     int               `yaml:"kube_api_burst" flag:"kube-api-burst" usage:"burst of the registration client"`
+	MaxPods             int64             `yaml:"max_pods" flag:"max-pods" usage:"pods capacity"`
+	NodeStatusMaxImages int               `yaml:"node_status_max_images" flag:"node-status-max-images" usage:"at most this many images in the status (-1: no cap)"`
+	KubeReserved        map[string]string `yaml:"kube_reserved" flag:"kube-reserved" usage:"resources reserved for node daemons, e.g. cpu=100m,memory=256Mi"`
+	SystemReserved      map[string]string `yaml:"system_reserved" flag:"system-reserved" usage:"resources reserved for the OS"`
+	EvictionHard        map[string]string `yaml:"eviction_hard" flag:"eviction-hard" usage:"hard eviction thresholds, subtracted from allocatable (unset: the kubelet's defaults); give podsyncd, which judges pressure, the same"`
+	NodeFsPath          string            `yaml:"nodefs_path" flag:"nodefs-path" usage:"filesystem measured for nodefs (ephemeral-storage)"`
+	ImageFsPath         string            `yaml:"imagefs_path" flag:"imagefs-path" usage:"filesystem measured for imagefs (default: nodefs)"`
+	DaemonPort          int32             `yaml:"daemon_port" flag:"daemon-port" usage:"kubelet API port advertised in the status while nodeapi does not answer (when it does, the port it really serves)"`
+	KubeAPIQPS          float32           `yaml:"kube_api_qps" flag:"kube-api-qps" usage:"QPS of the registration client (heartbeats are never throttled)"`
+	KubeAPIBurst        int               `yaml:"kube_api_burst" flag:"kube-api-burst" usage:"burst of the registration client"`
 
 	Simulate       int    `yaml:"simulate" flag:"simulate" usage:"simulate N nodes <simulate-prefix>-0..N-1 instead of the real one (load testing; needs a non-node credential)"`
 	SimulatePrefix string `yaml:"simulate_prefix" flag:"simulate-prefix" usage:"name prefix of simulated nodes"`
@@ -68,19 +68,19 @@ type Config struct {
 func DefaultConfig() Config {
 	t := agent.DefaultTiming()
 	return Config{
-		Common:                           service.DefaultCommon(),
-		RegisterSchedulable:              true,
-		NodeStatusUpdateFrequency:        t.StatusUpdateFrequency,
-		NodeStatusReportFrequency:        t.StatusReportFrequency,
-		NodeLeaseDurationSeconds:         t.LeaseDurationSeconds,
-		FastStatusTimeout:                t.FastStatusTimeout,
-		MaxPods:                          setters.DefaultMaxPods,
-		NodeStatusMaxImages:              setters.DefaultMaxImages,
-		NodeFsPath:                       "/",
-		DaemonPort:                       setters.DefaultDaemonPort,
-		KubeAPIQPS:                       50,
-		KubeAPIBurst:                     100,
-		SimulatePrefix:                   "sim",
+		Common:                    service.DefaultCommon(),
+		RegisterSchedulable:       true,
+		NodeStatusUpdateFrequency: t.StatusUpdateFrequency,
+		NodeStatusReportFrequency: t.StatusReportFrequency,
+		NodeLeaseDurationSeconds:  t.LeaseDurationSeconds,
+		FastStatusTimeout:         t.FastStatusTimeout,
+		MaxPods:                   setters.DefaultMaxPods,
+		NodeStatusMaxImages:       setters.DefaultMaxImages,
+		NodeFsPath:                "/",
+		DaemonPort:                setters.DefaultDaemonPort,
+		KubeAPIQPS:                50,
+		KubeAPIBurst:              100,
+		SimulatePrefix:            "sim",
 	}
 }
 

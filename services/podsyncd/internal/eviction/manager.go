@@ -411,4 +411,3 @@ func (m *Manager) Admit(pod *corev1.Pod) (ok bool, reason, message string) {
 	}
 	return false, Reason, AdmissionMessage(p.Conditions)
 }
-

@@ -64,8 +64,8 @@ type world struct {
 func (w *world) summary(context.Context) (*statsapi.Summary, error) {
 	t := metav1.NewTime(w.clock.Now())
 	s := &statsapi.Summary{Node: statsapi.NodeStats{
-		Memory: &statsapi.MemoryStats{Time: t, AvailableBytes: p64(qv(w.memAvail)), WorkingSetBytes: p64(qv(w.memWS))},
-		Fs:     &statsapi.FsStats{Time: t, AvailableBytes: p64(qv(w.nodefsAvail)), CapacityBytes: p64(qv(w.nodefsCap)), InodesFree: p64(1000), Inodes: p64(2000)},
+		Memory:  &statsapi.MemoryStats{Time: t, AvailableBytes: p64(qv(w.memAvail)), WorkingSetBytes: p64(qv(w.memWS))},
+		Fs:      &statsapi.FsStats{Time: t, AvailableBytes: p64(qv(w.nodefsAvail)), CapacityBytes: p64(qv(w.nodefsCap)), InodesFree: p64(1000), Inodes: p64(2000)},
 		Runtime: &statsapi.RuntimeStats{ImageFs: &statsapi.FsStats{Time: t, AvailableBytes: p64(qv(w.imagefsAvail)), CapacityBytes: p64(qv("100Gi"))}},
 		Rlimit:  &statsapi.RlimitStats{Time: t, MaxPID: &w.pidMax, NumOfRunningProcesses: &w.pids},
 	}}
