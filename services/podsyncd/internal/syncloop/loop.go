@@ -377,7 +377,19 @@ func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bo
 		return err
 	}
 	if !remove && pod.DeletionTimestamp == nil {
-		return nil // finished but still wanted: keep the containers for logs
+		// Finished but still wanted: keep the containers for logs. An
+		// evicted pod's volumes go now, as the kubelet unmounts the
+		// volumes of terminated pods: the space they hold is what the
+		// eviction was for.
+		l.mu.Lock()
+		_, evicted := l.evicted[pod.UID]
+		l.mu.Unlock()
+		if vols := l.rm.Volumes(); evicted && vols != nil {
+			if err := vols.Cleanup(pod.UID); err != nil {
+				l.log.Warn("could not remove the evicted pod's volumes", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+			}
+		}
+		return nil
 	}
 	st, err := l.rm.GetPodStatus(ctx, pod.UID)
 	if err != nil {
