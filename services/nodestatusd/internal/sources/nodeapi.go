@@ -2,13 +2,8 @@ package sources
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/microlet/microlet/internal/grpcclient"
 	nodeapiv1 "github.com/microlet/microlet/proto/microlet/nodeapi/v1"
 )
 
@@ -23,48 +18,35 @@ type NodeAPIState struct {
 // NodeAPI is a cached client of nodeapi's serving information, so the Node
 // advertises the port that really serves the kubelet API.
 type NodeAPI struct {
-	endpoint string
-	cache    ttlCache[NodeAPIState]
-
-	dialOnce sync.Once
-	dialErr  error
-	cc       *grpc.ClientConn
-	client   nodeapiv1.NodeAPIServiceClient
+	peer  peer[nodeapiv1.NodeAPIServiceClient]
+	cache ttlCache[NodeAPIState]
 }
 
 // NewNodeAPI returns a nodeapi source; readings younger than maxAge are reused.
 func NewNodeAPI(endpoint string, maxAge time.Duration) *NodeAPI {
-	return &NodeAPI{endpoint: endpoint, cache: ttlCache[NodeAPIState]{maxAge: maxAge, now: time.Now}}
+	return &NodeAPI{peer: newPeer("nodeapi", endpoint, nodeapiv1.NewNodeAPIServiceClient),
+		cache: ttlCache[NodeAPIState]{maxAge: maxAge, now: time.Now}}
 }
 
 // Close releases the connection.
-func (n *NodeAPI) Close() {
-	if n.cc != nil {
-		_ = n.cc.Close()
-	}
-}
+func (n *NodeAPI) Close() { n.peer.close() }
 
 // Get returns a reading no older than maxAge.
 func (n *NodeAPI) Get(ctx context.Context) NodeAPIState { return n.cache.get(ctx, n.read) }
 
 func (n *NodeAPI) read(ctx context.Context) NodeAPIState {
-	n.dialOnce.Do(func() {
-		n.cc, n.dialErr = grpcclient.Dial(n.endpoint)
-		if n.dialErr == nil {
-			n.client = nodeapiv1.NewNodeAPIServiceClient(n.cc)
-		}
-	})
-	if n.dialErr != nil {
-		return NodeAPIState{Err: fmt.Errorf("nodeapi at %s: %w", n.endpoint, n.dialErr)}
+	client, err := n.peer.get()
+	if err != nil {
+		return NodeAPIState{Err: err}
 	}
 	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
-	resp, err := n.client.GetServingInfo(cctx, &nodeapiv1.GetServingInfoRequest{})
+	resp, err := client.GetServingInfo(cctx, &nodeapiv1.GetServingInfoRequest{})
 	if err != nil {
-		return NodeAPIState{Err: fmt.Errorf("nodeapi at %s: %w", n.endpoint, err)}
+		return NodeAPIState{Err: n.peer.wrap(err)}
 	}
 	if resp.GetPort() <= 0 {
-		return NodeAPIState{Err: fmt.Errorf("nodeapi at %s: no port", n.endpoint)}
+		return NodeAPIState{Err: n.peer.wrap(errNoPort)}
 	}
 	return NodeAPIState{Port: resp.GetPort()}
 }

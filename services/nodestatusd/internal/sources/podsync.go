@@ -2,13 +2,8 @@ package sources
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/microlet/microlet/internal/grpcclient"
 	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
 )
 
@@ -27,45 +22,32 @@ type PressureState struct {
 // PodSync is a cached client of podsyncd's GetNodePressure: podsyncd's
 // eviction manager judges pressure, nodestatusd only reports it.
 type PodSync struct {
-	endpoint string
-	cache    ttlCache[PressureState]
-
-	dialOnce sync.Once
-	dialErr  error
-	cc       *grpc.ClientConn
-	client   podsyncv1.PodSyncServiceClient
+	peer  peer[podsyncv1.PodSyncServiceClient]
+	cache ttlCache[PressureState]
 }
 
 // NewPodSync returns a podsyncd source; readings younger than maxAge are reused.
 func NewPodSync(endpoint string, maxAge time.Duration) *PodSync {
-	return &PodSync{endpoint: endpoint, cache: ttlCache[PressureState]{maxAge: maxAge, now: time.Now}}
+	return &PodSync{peer: newPeer("podsyncd", endpoint, podsyncv1.NewPodSyncServiceClient),
+		cache: ttlCache[PressureState]{maxAge: maxAge, now: time.Now}}
 }
 
 // Close releases the connection.
-func (p *PodSync) Close() {
-	if p.cc != nil {
-		_ = p.cc.Close()
-	}
-}
+func (p *PodSync) Close() { p.peer.close() }
 
 // Get returns a reading no older than maxAge.
 func (p *PodSync) Get(ctx context.Context) PressureState { return p.cache.get(ctx, p.read) }
 
 func (p *PodSync) read(ctx context.Context) PressureState {
-	p.dialOnce.Do(func() {
-		p.cc, p.dialErr = grpcclient.Dial(p.endpoint)
-		if p.dialErr == nil {
-			p.client = podsyncv1.NewPodSyncServiceClient(p.cc)
-		}
-	})
-	if p.dialErr != nil {
-		return PressureState{Err: fmt.Errorf("podsyncd at %s: %w", p.endpoint, p.dialErr)}
+	client, err := p.peer.get()
+	if err != nil {
+		return PressureState{Err: err}
 	}
 	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
-	resp, err := p.client.GetNodePressure(cctx, &podsyncv1.GetNodePressureRequest{})
+	resp, err := client.GetNodePressure(cctx, &podsyncv1.GetNodePressureRequest{})
 	if err != nil {
-		return PressureState{Err: fmt.Errorf("podsyncd at %s: %w", p.endpoint, err)}
+		return PressureState{Err: p.peer.wrap(err)}
 	}
 	return PressureState{Synchronized: resp.GetSynchronized(), Memory: resp.GetMemoryPressure(),
 		Disk: resp.GetDiskPressure(), PID: resp.GetPidPressure(), Signals: resp.GetSignals()}
