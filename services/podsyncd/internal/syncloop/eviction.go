@@ -6,8 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
 )
 
 // ActivePods are the admitted pods that may still run: not finished and
@@ -50,18 +48,15 @@ func (l *Loop) Evict(pod *corev1.Pod, gracePeriod int64, message string) {
 	l.workers.Terminate(pod, &grace)
 }
 
-// PodStopped says whether nothing of the pod runs any more: its worker
-// finished terminating, or it has none.
+// PodStopped says whether an evicted pod is cleaned up: its containers
+// and sandboxes removed and its volumes gone (an evicted pod is killed for
+// good, so its worker goes through SyncTerminatedPod with remove), or it
+// has no worker at all.
 func (l *Loop) PodStopped(uid types.UID) bool {
-	if l.workers == nil {
-		return true
-	}
-	for _, w := range l.workers.List() {
-		if w.UID == uid {
-			return w.State == podworkers.Terminated
-		}
-	}
-	return true
+	l.mu.Lock()
+	cleaned := l.cleaned[uid]
+	l.mu.Unlock()
+	return cleaned || l.workers == nil || !l.workers.Has(uid)
 }
 
 // DeleteAllUnusedContainers is the eviction manager's container reclaim

@@ -70,6 +70,10 @@ type Loop struct {
 	// evicted holds the eviction message of pods podsyncd is evicting
 	// (an emptyDir over its sizeLimit); their status is Failed/Evicted.
 	evicted map[types.UID]string
+	// cleaned holds pods whose SyncTerminatedPod finished (containers
+	// and, for removed pods, volumes gone): the eviction manager waits
+	// for that before its next pass.
+	cleaned map[types.UID]bool
 	node    *corev1.Node
 	nodeAt  time.Time
 }
@@ -95,7 +99,7 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt runtimeapi.RuntimeServiceC
 	l := &Loop{
 		opts: opts, log: log, rm: rm, rt: rt, podcfg: podcfg, status: status, nodes: nodes,
 		admitted: map[types.UID]*corev1.Pod{}, rejected: map[types.UID]bool{}, last: map[types.UID]*corev1.PodStatus{},
-		evicted: map[types.UID]string{},
+		evicted: map[types.UID]string{}, cleaned: map[types.UID]bool{},
 	}
 	// A changed probe verdict resyncs the pod: a failed liveness probe
 	// restarts the container, readiness is reported through the status.
@@ -200,6 +204,7 @@ func (l *Loop) Delete(pod *corev1.Pod) {
 func (l *Loop) Remove(pod *corev1.Pod) {
 	l.mu.Lock()
 	delete(l.rejected, pod.UID)
+	delete(l.cleaned, pod.UID)
 	l.mu.Unlock()
 	l.workers.Remove(pod)
 }
@@ -377,19 +382,7 @@ func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bo
 		return err
 	}
 	if !remove && pod.DeletionTimestamp == nil {
-		// Finished but still wanted: keep the containers for logs. An
-		// evicted pod's volumes go now, as the kubelet unmounts the
-		// volumes of terminated pods: the space they hold is what the
-		// eviction was for.
-		l.mu.Lock()
-		_, evicted := l.evicted[pod.UID]
-		l.mu.Unlock()
-		if vols := l.rm.Volumes(); evicted && vols != nil {
-			if err := vols.Cleanup(pod.UID); err != nil {
-				l.log.Warn("could not remove the evicted pod's volumes", "pod", pod.Namespace+"/"+pod.Name, "err", err)
-			}
-		}
-		return nil
+		return nil // finished but still wanted: keep the containers for logs
 	}
 	st, err := l.rm.GetPodStatus(ctx, pod.UID)
 	if err != nil {
@@ -406,6 +399,9 @@ func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bo
 		delete(l.evicted, pod.UID)
 		l.mu.Unlock()
 		l.rm.Forget(pod.UID)
+		l.mu.Lock()
+		l.cleaned[pod.UID] = true
+		l.mu.Unlock()
 		l.retryDeferredResizes(pod.UID)
 		if a := l.opts.Allocation; a != nil {
 			if err := a.Remove(pod.UID); err != nil {
