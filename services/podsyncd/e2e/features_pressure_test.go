@@ -271,6 +271,7 @@ func TestDiskPressureEviction(t *testing.T) {
 	waitPressure(n, corev1.NodeDiskPressure, corev1.TaintNodeDiskPressure, corev1.ConditionTrue)
 
 	got := n.WaitPod("default", "filler", "evicted", isEvicted)
+	t.Logf("filler: %s", got.Status.Message)
 	checkEvicted(t, got, "The node was low on resource: ephemeral-storage. Threshold quantity: 24Mi, available: ")
 	if msg := evictedEvent(n, "filler"); msg != got.Status.Message {
 		t.Errorf("Evicted event message %q, status message %q", msg, got.Status.Message)
@@ -374,6 +375,7 @@ func TestMemoryPressureEviction(t *testing.T) {
 	waitPressure(n, corev1.NodeMemoryPressure, corev1.TaintNodeMemoryPressure, corev1.ConditionTrue)
 
 	got := n.WaitPod("default", "hog", "evicted", isEvicted)
+	t.Logf("hog: %s", got.Status.Message)
 	checkEvicted(t, got, "The node was low on resource: memory. Threshold quantity: 500Mi, available: ")
 	if !strings.Contains(got.Status.Message, "Container main was using ") || !strings.HasSuffix(got.Status.Message, ", request is 0, has larger consumption of memory. ") {
 		t.Errorf("hog message %q does not blame container main over its request 0", got.Status.Message)
