@@ -61,14 +61,18 @@ func CgroupRoot(instance string) string { return "/microlet-" + instance }
 // plane on loopback: its own pod log root, cgroup root and Docker label, node IP
 // 127.0.0.1 (the API server reaches the kubelet API at the InternalIP),
 // nodeapi on a free loopback port (the Node advertises the real one) with
-// the cluster CA as client CA; container log symlinks in its own dir and
-// image GC off.
+// the cluster CA as client CA; container log symlinks in its own dir,
+// image GC off and only the memory eviction threshold.
 func ConnectedArgs(c Config) map[string][]string {
 	return map[string][]string{
 		components.PodSyncd: {"--pod-logs-dir=" + c.LogDir(), "--container-log-symlink-dir=" + filepath.Join(c.Dir, "containers"),
 			// Docker's images are shared by every test on the machine:
 			// image GC off, as the kubelet turns it off.
 			"--image-gc-high-threshold-percent=100",
+			// For the same reason no disk thresholds: the eviction
+			// manager's reclaim removes every unused image under disk
+			// pressure (as the conformance harness's kubelet is set up).
+			"--eviction-hard=memory.available=100Mi",
 			// Nodes sharing the host keep their pod cgroups apart.
 			"--cgroup-root=" + CgroupRoot(c.Instance)},
 		components.RuntimeShim: {"--docker-instance=" + c.Instance},
