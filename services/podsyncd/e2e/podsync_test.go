@@ -167,9 +167,17 @@ func TestPodSync(t *testing.T) {
 
 	t.Run("podsyncd killed with SIGKILL adopts running containers without restarting them", func(t *testing.T) {
 		s.t = t
-		s.Create(s.Pod("survivor", corev1.RestartPolicyAlways, "trap 'exit 0' TERM; while true; do sleep 1; done"))
+		// "witness" exits when told to; the new podsyncd restarting it is the
+		// event proving it has relisted and synced this pod, and "main" must
+		// come through that same sync untouched.
+		p := s.Pod("survivor", corev1.RestartPolicyAlways, "trap 'exit 0' TERM; while true; do sleep 1; done")
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{
+			Name: "witness", Image: s.image, ImagePullPolicy: corev1.PullIfNotPresent,
+			Command: []string{"/bin/sh", "-c", "trap 'exit 0' TERM; while [ ! -e /tmp/exit ]; do sleep 1; done; exit 1"},
+		})
+		s.Create(p)
 		before := s.WaitPod("default", "survivor", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) })
-		id := before.Status.ContainerStatuses[0].ContainerID
+		id := containerStatus(before, "main").ContainerID
 		pid := s.servicePID("podsyncd")
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -178,17 +186,29 @@ func TestPodSync(t *testing.T) {
 			np := s.servicePID("podsyncd")
 			return np != 0 && np != pid, "pid " + strconv.Itoa(np)
 		})
-		// Let the new podsyncd relist and resync the pod several times.
-		time.Sleep(12 * time.Second)
-		after, err := s.Get("default", "survivor")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs := after.Status.ContainerStatuses[0]
+		s.execIn(before, "witness", "touch", "/tmp/exit")
+		after := s.WaitPod("default", "survivor", "witness restarted by the new podsyncd", func(p *corev1.Pod) bool {
+			w := containerStatus(p, "witness")
+			return w != nil && w.RestartCount == 1 && w.State.Running != nil && ready(p)
+		})
+		cs := containerStatus(after, "main")
 		if cs.ContainerID != id || cs.RestartCount != 0 || cs.State.Running == nil {
 			t.Fatalf("container after podsyncd restart: id %s (was %s), restarts %d, state %+v", cs.ContainerID, id, cs.RestartCount, cs.State)
 		}
+		if n := s.dockerRunning(string(after.UID)); n != 2 {
+			t.Fatalf("%d running containers for the pod, want main and witness", n)
+		}
 	})
+}
+
+// containerStatus is the pod's status of the named container, nil if none.
+func containerStatus(p *corev1.Pod, container string) *corev1.ContainerStatus {
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == container {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
 }
 
 // servicePID asks `microlet status` for a service's pid.

@@ -193,7 +193,7 @@ func TestStaticProviderOverSocket(t *testing.T) {
 	dir := shortDir(t)
 	file := filepath.Join(dir, "cloud.yaml")
 	writeFile(t, file, staticDoc("10.0.0.1", false))
-	p := start(t, "--cloud-provider", "static", "--static-file", file, "--sync-frequency", "200ms")
+	p := start(t, "--cloud-provider", "static", "--static-file", file, "--sync-frequency", "200ms", "--metrics-addr", "127.0.0.1:0")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -221,8 +221,29 @@ func TestStaticProviderOverSocket(t *testing.T) {
 	if err != nil || decode(t, first.GetAddresses())[0].Address != "10.0.0.1" {
 		t.Fatalf("first watch message %v %v", first, err)
 	}
-	// Several sync periods pass unchanged; the next message must be the change.
-	time.Sleep(time.Second)
+	// The provider is asked several more times with nothing changed (counted
+	// where it shows, cloudsyncd_address_syncs_total); the watch must stay
+	// silent through them, so its next message is the change.
+	syncs := func() (float64, error) {
+		addr, err := testenv.LoggedHTTPAddr(p.stderr.String(), "metrics_addr")
+		if err != nil {
+			return 0, err
+		}
+		m, err := testenv.ScrapeMetrics(ctx, "http://"+addr+"/metrics")
+		if err != nil {
+			return 0, err
+		}
+		return m.Sum("cloudsyncd_address_syncs_total", map[string]string{"result": "success"}), nil
+	}
+	var base float64
+	eventually(t, "metrics served", func() (err error) { base, err = syncs(); return err })
+	eventually(t, "three unchanged syncs", func() error {
+		n, err := syncs()
+		if err == nil && n < base+3 {
+			err = fmt.Errorf("%v syncs since the first message", n-base)
+		}
+		return err
+	})
 	writeFile(t, file, staticDoc("10.0.0.2", false))
 	next, err := w.Recv()
 	if err != nil || decode(t, next.GetAddresses())[0].Address != "10.0.0.2" {

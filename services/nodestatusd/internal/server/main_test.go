@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"context"
 	"log/slog"
 	"net"
@@ -125,6 +126,7 @@ type rig struct {
 	dir    string
 	cri    *fakeCRI
 	cloud  *fakeCloud
+	logs   *testenv.LockedBuffer // the service's warnings and errors, also in t.Log
 	client nodestatusv1.NodeStatusServiceClient
 	srv    *Server
 }
@@ -148,7 +150,7 @@ func startRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	r := &rig{t: t, dir: dir, cri: &fakeCRI{ready: !o.criNotReady, images: o.images}, cloud: &fakeCloud{}}
+	r := &rig{t: t, dir: dir, cri: &fakeCRI{ready: !o.criNotReady, images: o.images}, cloud: &fakeCloud{}, logs: &testenv.LockedBuffer{}}
 	if !o.noCRI {
 		serveUnix(t, filepath.Join(dir, "runtime.sock"), func(s *grpc.Server) {
 			runtimeapi.RegisterRuntimeServiceServer(s, r.cri)
@@ -168,7 +170,7 @@ func startRig(t *testing.T, o rigOpts) *rig {
 		o.mutate(&s.cfg)
 	}
 	r.srv = s
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, r.logs), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	reg := prometheus.NewRegistry()
 	env := &service.Env{Log: log, Registry: reg, Common: &s.cfg.Common, Server: grpcserver.New(log, grpcserver.WithRegistry(reg))}
 	if err := s.Register(env); err != nil {
@@ -211,23 +213,23 @@ func serveUnix(t *testing.T, path string, register func(*grpc.Server)) {
 // getNode asks the service for its Node, waiting for the first one.
 func (r *rig) getNode(name string) *corev1.Node {
 	r.t.Helper()
-	deadline := time.Now().Add(patience)
-	for {
+	var n *corev1.Node
+	testenv.Eventually(r.t, "GetNode answers", patience, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		resp, err := r.client.GetNode(ctx, &nodestatusv1.GetNodeRequest{NodeName: name})
-		cancel()
-		if err == nil {
-			n, err := NodeFromBytes(resp.GetNode())
-			if err != nil {
-				r.t.Fatal(err)
-			}
-			return n
+		if status.Code(err) == codes.Unavailable {
+			return err
 		}
-		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+		if err != nil {
 			r.t.Fatalf("GetNode: %v", err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		if n, err = NodeFromBytes(resp.GetNode()); err != nil {
+			r.t.Fatal(err)
+		}
+		return nil
+	})
+	return n
 }
 
 type testWriter struct{ t *testing.T }

@@ -1,0 +1,95 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Metrics is one scrape of a Prometheus text exposition, by family name.
+// Tests count with it where a thing would show ("no PATCH happened", "the
+// provider was asked three more times") instead of sleeping and hoping.
+type Metrics map[string]*dto.MetricFamily
+
+// ParseMetrics parses a Prometheus text exposition.
+func ParseMetrics(body []byte) (Metrics, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
+	}
+	return mfs, nil
+}
+
+// ScrapeMetrics GETs url (a /metrics endpoint) and parses it.
+func ScrapeMetrics(ctx context.Context, url string) (Metrics, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return ParseMetrics(body)
+}
+
+// Sum adds up the counter, gauge or untyped values of family name over the
+// series whose labels include every pair of match.
+func (m Metrics) Sum(name string, match map[string]string) float64 {
+	var n float64
+series:
+	for _, s := range m[name].GetMetric() {
+		have := map[string]string{}
+		for _, lp := range s.GetLabel() {
+			have[lp.GetName()] = lp.GetValue()
+		}
+		for k, v := range match {
+			if have[k] != v {
+				continue series
+			}
+		}
+		switch {
+		case s.Counter != nil:
+			n += s.GetCounter().GetValue()
+		case s.Gauge != nil:
+			n += s.GetGauge().GetValue()
+		case s.Untyped != nil:
+			n += s.GetUntyped().GetValue()
+		}
+	}
+	return n
+}
+
+// LoggedHTTPAddr finds the address a service logged when it started serving
+// HTTP for setting (internal/service.ServeHTTP's "serving HTTP" line, in
+// either log format), so a test can pass "127.0.0.1:0" and still scrape.
+func LoggedHTTPAddr(log, setting string) (string, error) {
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "serving HTTP") || !strings.Contains(line, setting) {
+			continue
+		}
+		for _, sep := range []string{"addr=", `"addr":"`} {
+			if _, rest, ok := strings.Cut(line, sep); ok {
+				return strings.FieldsFunc(rest, func(r rune) bool { return r == ' ' || r == '"' })[0], nil
+			}
+		}
+	}
+	return "", errors.New("no \"serving HTTP\" line for " + setting + " logged yet")
+}
