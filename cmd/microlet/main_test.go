@@ -205,13 +205,12 @@ func status(t *testing.T, runDir string) statusJSON {
 // eventually polls cond until it is true or waitLong passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", waitLong, what)
+	testenv.Eventually(t, what, waitLong, func() error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func waitAllServing(t *testing.T, runDir string) statusJSON {

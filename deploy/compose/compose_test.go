@@ -253,10 +253,16 @@ func TestComposeDevBox(t *testing.T) {
 	}
 
 	// Every container healthy; the credentials step done.
-	deadline := time.Now().Add(5 * time.Minute)
 	want := append([]string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "node-credentials"}, nodeServices...)
-	for {
-		var bad []string
+	var bad []string
+	defer func() {
+		if len(bad) > 0 {
+			logs, _ := b.run(time.Minute, "logs", "--tail=30")
+			t.Logf("compose logs:\n%s", logs)
+		}
+	}()
+	testenv.EventuallyEvery(t, "every container healthy", 5*time.Minute, 2*time.Second, func() error {
+		bad = nil
 		states := b.states()
 		for _, oneShot := range []string{"credentials", "bootstrap"} {
 			if st := states[oneShot]; st != "exited 0" {
@@ -268,15 +274,11 @@ func TestComposeDevBox(t *testing.T) {
 				bad = append(bad, svc+": "+st)
 			}
 		}
-		if len(bad) == 0 {
-			break
+		if len(bad) > 0 {
+			return fmt.Errorf("%v", bad)
 		}
-		if time.Now().After(deadline) {
-			logs, _ := b.run(time.Minute, "logs", "--tail=30")
-			t.Fatalf("not healthy after 5 min: %v\n%s", bad, logs)
-		}
-		time.Sleep(2 * time.Second)
-	}
+		return nil
+	})
 	kcfg, err := b.run(time.Minute, "run", "--rm", "credentials", "cat", "admin.kubeconfig")
 	if err != nil {
 		t.Fatalf("read the admin kubeconfig: %v", err)
@@ -420,21 +422,16 @@ func TestComposeDevBox(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it returns nil or ctx ends.
+// waitFor polls cond every 2 s (each check runs docker or gRPC calls) until
+// it returns nil, failing the test when ctx's deadline passes first.
 func waitFor(ctx context.Context, t *testing.T, what string, cond func() error) {
 	t.Helper()
-	var last error
-	for {
-		if last = cond(); last == nil {
-			t.Logf("ok: %s", what)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not within the deadline: %v", what, last)
-		case <-time.After(2 * time.Second):
-		}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		t.Fatalf("waitFor %s: the context has no deadline", what)
 	}
+	testenv.EventuallyEvery(t, what, time.Until(deadline), 2*time.Second, cond)
+	t.Logf("ok: %s", what)
 }
 
 // TestComposeKubeletFlags keeps the compose apiserver a kubelet API client

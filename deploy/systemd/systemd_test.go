@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -293,14 +294,16 @@ func TestSocketActivationSurvivesRestart(t *testing.T) {
 	second := start(t, bin, f, nil, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
-	for err == nil && resp.GetStatus() != healthpb.HealthCheckResponse_SERVING && ctx.Err() == nil {
-		time.Sleep(50 * time.Millisecond)
-		resp, err = healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
-	}
-	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		t.Fatalf("the connection queued while the service was down was not served by its successor: %v %v", resp, err)
-	}
+	testenv.Eventually(t, "the connection queued while the service was down served by its successor", time.Minute, func() error {
+		resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+		if err != nil {
+			t.Fatalf("health over the queued connection: %v", err)
+		}
+		if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			return fmt.Errorf("health %v", resp.GetStatus())
+		}
+		return nil
+	})
 
 	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

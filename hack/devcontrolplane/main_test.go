@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -221,13 +222,12 @@ func TestRunExportInterrupt(t *testing.T) {
 	if tail := <-remaining; !strings.Contains(tail, "stopping") {
 		t.Errorf("no stop message after Ctrl-C: %q", tail)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for left := processesUsing(state); len(left) > 0; left = processesUsing(state) {
-		if time.Now().After(deadline) {
-			t.Fatalf("processes %v still running after the command exited", left)
+	testenv.Eventually(t, "every child gone after the command exited", 60*time.Second, func() error {
+		if left := processesUsing(state); len(left) > 0 {
+			return fmt.Errorf("processes %v still running", left)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func clientcmdServer(t *testing.T, kubeconfig string) string {

@@ -13,6 +13,14 @@ const pollInterval = 100 * time.Millisecond
 // never a measurement.
 func Eventually(t testing.TB, what string, limit time.Duration, f func() error) {
 	t.Helper()
+	EventuallyEvery(t, what, limit, pollInterval, f)
+}
+
+// EventuallyEvery is Eventually asking every interval, for checks too costly
+// to repeat ten times a second (a docker-compose ps, a scrape of a busy
+// API server).
+func EventuallyEvery(t testing.TB, what string, limit, interval time.Duration, f func() error) {
+	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
 		err := f()
@@ -22,6 +30,6 @@ func Eventually(t testing.TB, what string, limit time.Duration, f func() error) 
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not reached within %s: %v", what, limit, err)
 		}
-		time.Sleep(pollInterval)
+		time.Sleep(interval)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // The hygiene test re-runs this test binary as a child that starts its own
@@ -102,22 +105,18 @@ func TestHarnessHygiene(t *testing.T) {
 
 			// The kernel delivers Pdeathsig at once, but reaping by init
 			// can lag on a loaded machine: poll, generously.
-			deadline := time.Now().Add(60 * time.Second)
-			for {
+			testenv.Eventually(t, fmt.Sprintf("child (%s) processes gone", tc.mode), 60*time.Second, func() error {
 				left := processesUsing(rep.Dir)
 				for _, pid := range []int{rep.EtcdPID, rep.APIServerPID} {
 					if alive(pid, rep.Dir) && !contains(left, pid) {
 						left = append(left, pid)
 					}
 				}
-				if len(left) == 0 {
-					break
+				if len(left) > 0 {
+					return fmt.Errorf("left processes %v running (dir %s)", left, rep.Dir)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("child (%s) left processes %v running (dir %s)", tc.mode, left, rep.Dir)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+				return nil
+			})
 			if tc.mode == "pass" || tc.mode == "fail" {
 				if _, err := os.Stat(rep.Dir); !os.IsNotExist(err) {
 					t.Errorf("Main did not remove %s: %v", rep.Dir, err)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/services/cloudsyncd/internal/provider/local"
 	"github.com/microlet/microlet/services/cloudsyncd/internal/provider/static"
 )
@@ -98,20 +99,16 @@ func TestStaticAnswersForEveryNode(t *testing.T) {
 	if err := os.WriteFile(path, []byte("nodes:\n  node-a:\n    addresses: []\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testenv.Eventually(t, "the broken file noticed", 60*time.Second, func() error {
 		exists, err := inst.InstanceExists(ctx, node("node-a", ""))
-		if err != nil {
-			if !strings.Contains(err.Error(), "nodes.node-a.addresses") || exists {
-				t.Fatalf("broken file: %v %v", exists, err)
-			}
-			break
+		if err == nil {
+			return errors.New("InstanceExists still answers without error")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the broken file was never noticed")
+		if !strings.Contains(err.Error(), "nodes.node-a.addresses") || exists {
+			t.Fatalf("broken file: %v %v", exists, err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestStaticSingleNodeFormRefusesClusterQuestions(t *testing.T) {

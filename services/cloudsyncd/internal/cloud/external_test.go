@@ -53,19 +53,12 @@ func TestExternalCapabilities(t *testing.T) {
 			if !ok {
 				t.Fatal("external always serves InstancesV2")
 			}
-			deadline := time.Now().Add(time.Minute)
-			for {
+			testenv.Eventually(t, "plug-in answers", time.Minute, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
 				_, err := inst.InstanceExists(ctx, node("any", ""))
-				cancel()
-				if err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("plug-in never answered: %v", err)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+				return err
+			})
 			if _, ok := c.LoadBalancer(); ok != tc.lb {
 				t.Errorf("LoadBalancer() = %v, want %v", ok, tc.lb)
 			}

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 )
 
@@ -23,20 +24,15 @@ type sets struct {
 	mu     sync.Mutex
 	all    [][]*corev1.Pod
 	source string
-	notify chan struct{}
 }
 
-func newSets() *sets { return &sets{notify: make(chan struct{}, 1)} }
+func newSets() *sets { return &sets{} }
 
 func (s *sets) sink(source string, pods []*corev1.Pod) {
 	s.mu.Lock()
 	s.source = source
 	s.all = append(s.all, pods)
 	s.mu.Unlock()
-	select {
-	case s.notify <- struct{}{}:
-	default:
-	}
 }
 
 func (s *sets) count() int {
@@ -58,21 +54,18 @@ func (s *sets) last() []*corev1.Pod {
 // while it waits, e.g. to step a fake clock.
 func (s *sets) waitFor(t *testing.T, what string, cond func([]*corev1.Pod) bool, poke func()) []*corev1.Pod {
 	t.Helper()
-	deadline := time.Now().Add(patience)
-	for time.Now().Before(deadline) {
+	var got []*corev1.Pod
+	testenv.Eventually(t, what, patience, func() error {
 		if p := s.last(); s.count() > 0 && cond(p) {
-			return p
+			got = p
+			return nil
 		}
 		if poke != nil {
 			poke()
 		}
-		select {
-		case <-s.notify:
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	t.Fatalf("timed out waiting for %s; last set: %s", what, podNames(s.last()))
-	return nil
+		return fmt.Errorf("last set: %s", podNames(s.last()))
+	})
+	return got
 }
 
 func podNames(pods []*corev1.Pod) string {
@@ -125,16 +118,14 @@ func (r *reports) find(sub ...string) bool {
 
 func (r *reports) waitFor(t *testing.T, sub ...string) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
-	for time.Now().Before(deadline) {
+	testenv.Eventually(t, fmt.Sprintf("a report containing %q", sub), patience, func() error {
 		if r.find(sub...) {
-			return
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t.Fatalf("no report containing %q; got %q", sub, r.errs)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return fmt.Errorf("got %q", r.errs)
+	})
 }
 
 func podManifest(name, image string) string {

@@ -122,12 +122,13 @@ func TestHTTPSource(t *testing.T) {
 		{"invalid pod", http.StatusOK, "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: c}]}\n", 0, "spec.containers[0].image"},
 	} {
 		ms.set(tc.status, tc.body, tc.delay)
-		deadline := time.Now().Add(patience)
-		for !r.find("http", tc.report) && time.Now().Before(deadline) {
+		testenv.Eventually(t, tc.name+" reported", patience, func() error {
+			if r.find("http", tc.report) {
+				return nil
+			}
 			poll()
-			time.Sleep(50 * time.Millisecond)
-		}
-		r.waitFor(t, "http", tc.report)
+			return errors.New("not reported yet")
+		})
 		if !keep(s.last()) {
 			t.Fatalf("%s: last good set lost: %s", tc.name, podNames(s.last()))
 		}

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 func testPod() *corev1.Pod {
@@ -55,24 +58,20 @@ func TestNewPostsEvents(t *testing.T) {
 	rec, stop := New(client, "node-1", Component, slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)))
 	defer stop()
 	rec.Event(ContainerRef(testPod(), &corev1.Container{Name: "main"}), corev1.EventTypeNormal, Started, "Container started")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(t, "event posted", 30*time.Second, func() error {
 		list, err := client.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(list.Items) == 1 {
-			e := list.Items[0]
-			if e.Source.Component != "kubelet" || e.Source.Host != "node-1" || e.Reason != Started || e.InvolvedObject.FieldPath != "spec.containers{main}" {
-				t.Fatalf("event %+v", e)
-			}
-			return
+		if len(list.Items) != 1 {
+			return fmt.Errorf("%d events", len(list.Items))
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no event posted")
+		e := list.Items[0]
+		if e.Source.Component != "kubelet" || e.Source.Host != "node-1" || e.Reason != Started || e.InvolvedObject.FieldPath != "spec.containers{main}" {
+			t.Fatalf("event %+v", e)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // A warning repeated every second for a pod (a sync loop retrying) is

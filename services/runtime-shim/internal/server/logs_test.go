@@ -15,6 +15,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/registry"
 	"github.com/microlet/microlet/services/runtime-shim/internal/crilog"
 	"github.com/microlet/microlet/services/runtime-shim/internal/shimtest"
@@ -130,22 +131,31 @@ func logComplete(path string, n int) bool {
 func waitLog(t testing.TB, ctx context.Context, sh *shimtest.Shim, id, path string, n int) {
 	t.Helper()
 	var size int64 = -1
-	for {
+	testenv.EventuallyEvery(t, "log of "+id+" complete", untilDone(ctx), 200*time.Millisecond, func() error {
 		st, err := sh.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
-		if err == nil && st.Status.State == runtimeapi.ContainerState_CONTAINER_EXITED {
-			if sz := fileSize(path); sz != size {
-				size = sz
-				if logComplete(path, n) {
-					return
-				}
+		if err != nil {
+			return err
+		}
+		if st.Status.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			return fmt.Errorf("container %v", st.Status.State)
+		}
+		if sz := fileSize(path); sz != size {
+			size = sz
+			if logComplete(path, n) {
+				return nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("log of %s not complete: %v (last status err %v)", id, ctx.Err(), err)
-		case <-time.After(200 * time.Millisecond):
-		}
+		return fmt.Errorf("%d bytes, not every line yet", size)
+	})
+}
+
+// untilDone is the time left before ctx's deadline.
+func untilDone(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 10 * time.Minute
 	}
+	return time.Until(d)
 }
 
 // checkLog checks every line the writer wrote is in the log exactly once,
@@ -245,16 +255,13 @@ func TestLogCopyReopen(t *testing.T) {
 // waitSize waits until the file at path holds at least size bytes.
 func waitSize(t testing.TB, ctx context.Context, path string, size int64) {
 	t.Helper()
-	for {
-		if st, err := os.Stat(path); err == nil && st.Size() >= size {
-			return
+	testenv.Eventually(t, fmt.Sprintf("%s at %d bytes", path, size), untilDone(ctx), func() error {
+		st, err := os.Stat(path)
+		if err == nil && st.Size() < size {
+			err = fmt.Errorf("%d bytes", st.Size())
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s never reached %d bytes", path, size)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return err
+	})
 }
 
 var benchPods int // BenchmarkLogCopy runs more than once: pod names differ

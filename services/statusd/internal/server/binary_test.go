@@ -159,17 +159,16 @@ func TestDurabilityAcrossSIGKILL(t *testing.T) {
 			}
 		})
 	}
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	testenv.Eventually(t, "over 200 writes acknowledged", waitTimeout, func() error {
 		total := int32(0)
 		for i := range n {
 			total += acked[i].Load()
 		}
-		if total > 200 || time.Now().After(deadline) {
-			break
+		if total <= 200 {
+			return fmt.Errorf("%d acknowledged", total)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	p.kill9(t)
 	close(stop)
 	wg.Wait()
