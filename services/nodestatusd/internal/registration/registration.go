@@ -50,6 +50,11 @@ type Options struct {
 	// MicroletVersion, when set, is written to the version.AnnotationVersion
 	// annotation (kubeletVersion holds the Kubernetes release instead).
 	MicroletVersion string
+	// DeclaredFeatures is status.declaredFeatures of the created Node (the
+	// kubelet fills the status of the Node it creates): the scheduler and
+	// the API server's pod checks read it from the first moment the Node
+	// exists, before the first status update.
+	DeclaredFeatures []string
 }
 
 // InitialNode is the Node as first registered. md may be nil (no cloud).
@@ -70,7 +75,8 @@ func InitialNode(o Options, md *cloudsyncv1.GetInstanceMetadataResponse, log *sl
 			},
 			Annotations: map[string]string{AnnotationControllerManagedAttachDetach: "true"},
 		},
-		Spec: corev1.NodeSpec{Unschedulable: o.Unschedulable},
+		Spec:   corev1.NodeSpec{Unschedulable: o.Unschedulable},
+		Status: corev1.NodeStatus{DeclaredFeatures: slices.Clone(o.DeclaredFeatures)},
 	}
 	if o.MicroletVersion != "" {
 		node.Annotations[version.AnnotationVersion] = o.MicroletVersion

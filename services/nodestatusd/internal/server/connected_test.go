@@ -13,13 +13,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	kubeletapis "k8s.io/kubelet/pkg/apis"
 
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	"github.com/microlet/microlet/internal/version"
+	"github.com/microlet/microlet/services/nodestatusd/internal/setters"
 	"github.com/microlet/microlet/services/nodestatusd/internal/simulate"
 )
 
@@ -364,4 +368,59 @@ func TestFastStartupLoopReportsReady(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestNodeCreatedWithDeclaredFeatures: the Node the API server first stores
+// (the ADDED event of a watch opened before the agent starts) already
+// carries status.declaredFeatures, as the kubelet's does, instead of
+// gaining them with the first status patch.
+func TestNodeCreatedWithDeclaredFeatures(t *testing.T) {
+	cp := controlplane.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	const name = "nsd-declared-1"
+	admin := adminClient(t, cp)
+	// A fresh API server's watch cache can answer "too large resource
+	// version" at first: the retry watcher resumes from the listed version.
+	sel := "metadata.name=" + name
+	list, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Fatalf("node %s exists before the agent starts", name)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return admin.CoreV1().Nodes().Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	startRig(t, rigOpts{kubeconfig: cp.NodeKubeconfig(name), node: name, noCloud: true})
+	var created *corev1.Node
+	for created == nil {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("watch closed before the Node was created")
+			}
+			if ev.Type != watch.Added {
+				t.Fatalf("first event %s (%v), want ADDED", ev.Type, ev.Object)
+			}
+			created = ev.Object.(*corev1.Node)
+		case <-ctx.Done():
+			t.Fatal("the Node was never created")
+		}
+	}
+	want := setters.NodeFeatures(version.Kubernetes)
+	if len(want) == 0 {
+		t.Fatal("no declared features for this release: the test proves nothing")
+	}
+	if !slices.Equal(created.Status.DeclaredFeatures, want) {
+		t.Fatalf("declaredFeatures at creation %v, want %v", created.Status.DeclaredFeatures, want)
+	}
 }

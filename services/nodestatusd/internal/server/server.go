@@ -205,6 +205,7 @@ func (s *Server) validate() error {
 		Unschedulable:         !c.RegisterSchedulable,
 		ExternalCloudProvider: c.CloudProvider == "external",
 		MicroletVersion:       version.Version,
+		DeclaredFeatures:      setters.NodeFeatures(version.Kubernetes),
 	}
 	s.timing = agent.Timing{
 		StatusUpdateFrequency: c.NodeStatusUpdateFrequency,
