@@ -1,8 +1,8 @@
 package server
 
 import (
-	"io"
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"os"
