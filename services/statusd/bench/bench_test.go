@@ -32,7 +32,7 @@ const (
 	ns       = "bench"
 )
 
-func client(t *testing.T, cfg *rest.Config, qps float32, burst int) kubernetes.Interface {
+func client(t testing.TB, cfg *rest.Config, qps float32, burst int) kubernetes.Interface {
 	t.Helper()
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = qps, burst
@@ -71,7 +71,7 @@ func newVisibility() *visibility {
 // follow lists the pods and watches them from there, again after every
 // watch the API server ends (it closes the watch of a consumer that falls
 // behind), until ctx ends.
-func (v *visibility) follow(ctx context.Context, t *testing.T, c kubernetes.Interface, index map[string]int) {
+func (v *visibility) follow(ctx context.Context, t testing.TB, c kubernetes.Interface, index map[string]int) {
 	for ctx.Err() == nil {
 		list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -148,7 +148,6 @@ func (r row) perSec() float64 { return float64(r.delivered) / r.secs }
 
 // settings are the benchmark's knobs, from the environment.
 type settings struct {
-	seconds    time.Duration
 	qps        []qpsSetting
 	rates      []float64 // 0: flat out
 	workers    int       // statusd's sync workers; 0: its default
@@ -161,23 +160,16 @@ type qpsSetting struct {
 	burst int
 }
 
-func loadSettings(t *testing.T) settings {
-	s := settings{seconds: 8 * time.Second, rates: []float64{1, 5, 20, 100, 500, 0}, profileDir: os.Getenv("STATUSD_BENCH_PROFILE")}
-	if v := os.Getenv("STATUSD_BENCH_SECONDS"); v != "" {
+func loadSettings(t testing.TB) settings {
+	s := settings{rates: []float64{1, 5, 20, 100, 500, 0}, profileDir: os.Getenv("MICROLET_BENCH_PROFILE")}
+	if v := os.Getenv("MICROLET_BENCH_WORKERS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
-			t.Fatalf("STATUSD_BENCH_SECONDS=%q: want a positive number of seconds", v)
-		}
-		s.seconds = time.Duration(n) * time.Second
-	}
-	if v := os.Getenv("STATUSD_BENCH_WORKERS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			t.Fatalf("STATUSD_BENCH_WORKERS=%q: want a positive number", v)
+			t.Fatalf("MICROLET_BENCH_WORKERS=%q: want a positive number", v)
 		}
 		s.workers = n
 	}
-	if v := os.Getenv("STATUSD_BENCH_RATES"); v != "" {
+	if v := os.Getenv("MICROLET_BENCH_RATES"); v != "" {
 		s.rates = nil
 		for _, f := range strings.Split(v, ",") {
 			if f == "flat" {
@@ -186,13 +178,13 @@ func loadSettings(t *testing.T) settings {
 			}
 			r, err := strconv.ParseFloat(f, 64)
 			if err != nil || r <= 0 {
-				t.Fatalf("STATUSD_BENCH_RATES: %q is neither a positive rate nor \"flat\"", f)
+				t.Fatalf("MICROLET_BENCH_RATES: %q is neither a positive rate nor \"flat\"", f)
 			}
 			s.rates = append(s.rates, r)
 		}
 	}
 	limited, unlimited := qpsSetting{"50/100", 50, 100}, qpsSetting{"unlimited", -1, 0}
-	switch v := os.Getenv("STATUSD_BENCH_QPS"); v {
+	switch v := os.Getenv("MICROLET_BENCH_QPS"); v {
 	case "", "all":
 		s.qps = []qpsSetting{limited, unlimited}
 	case "50/100":
@@ -200,7 +192,7 @@ func loadSettings(t *testing.T) settings {
 	case "unlimited":
 		s.qps = []qpsSetting{unlimited}
 	default:
-		t.Fatalf("STATUSD_BENCH_QPS=%q: want all, 50/100 or unlimited", v)
+		t.Fatalf("MICROLET_BENCH_QPS=%q: want all, 50/100 or unlimited", v)
 	}
 	return s
 }
@@ -212,10 +204,14 @@ func rateName(r float64) string {
 	return fmt.Sprintf("%g/s", r)
 }
 
-func TestBench(t *testing.T) {
-	if os.Getenv("STATUSD_BENCH") == "" {
-		t.Skip("set STATUSD_BENCH=1 to run the benchmark")
-	}
+// BenchmarkStatusManagers has one sub-benchmark per QPS setting, rate and
+// implementation (statusd, upstream, and raw when unlimited and flat out);
+// each makes b.N status changes and reports through b.ReportMetric the
+// synced changes per second, p50/p99 from hand-over to visibility (ms), API
+// requests and status writes per change, and the API server's and etcd's
+// CPU per write (ms). The side-by-side table is printed at the end.
+func BenchmarkStatusManagers(b *testing.B) {
+	t := b
 	cfg := loadSettings(t)
 	cp := controlplane.Get(t)
 	ctx := context.Background()
@@ -246,7 +242,7 @@ func TestBench(t *testing.T) {
 	go func() { vis.follow(wctx, t, admin, index); close(watchDone) }()
 	defer func() { stopWatch(); <-watchDone }()
 
-	b := &bencher{t: t, cfg: cfg, cp: cp, admin: admin, pods: pods, vis: vis, next: make([]atomic.Int32, podCount)}
+	bn := &bencher{cfg: cfg, cp: cp, admin: admin, pods: pods, vis: vis, next: make([]atomic.Int32, podCount)}
 	var rows []row
 	for _, q := range cfg.qps {
 		for _, r := range cfg.rates {
@@ -255,7 +251,25 @@ func TestBench(t *testing.T) {
 				impls = append(impls, "raw")
 			}
 			for _, impl := range impls {
-				rows = append(rows, b.run(ctx, impl, q, r))
+				name := strings.NewReplacer("/", "-", " ", "-").Replace(fmt.Sprintf("qps=%s,rate=%s,impl=%s", q.name, rateName(r), impl))
+				at := len(rows)
+				rows = append(rows, row{})
+				b.Run(name, func(sb *testing.B) {
+					bn.t = sb
+					res := bn.run(ctx, impl, q, r, sb.N)
+					rows[at] = res // the last (largest) run of the row
+					changes := float64(max(res.changes, 1))
+					sb.ReportMetric(0, "ns/op") // the rate, not the code, sets the time per change
+					sb.ReportMetric(res.perSec(), "synced/s")
+					sb.ReportMetric(float64(res.p50.Microseconds())/1000, "p50-ms")
+					sb.ReportMetric(float64(res.p99.Microseconds())/1000, "p99-ms")
+					sb.ReportMetric(res.reqs/changes, "req/change")
+					sb.ReportMetric(res.writes/changes, "writes/change")
+					if res.writes > 0 {
+						sb.ReportMetric(float64((res.after.apiCPU-res.before.apiCPU).Microseconds())/1000/res.writes, "apiserver-ms/write")
+						sb.ReportMetric(float64((res.after.etcdCPU-res.before.etcdCPU).Microseconds())/1000/res.writes, "etcd-ms/write")
+					}
+				})
 			}
 		}
 	}
@@ -264,7 +278,7 @@ func TestBench(t *testing.T) {
 
 // bencher runs rows against one control plane, pod set and watch.
 type bencher struct {
-	t     *testing.T
+	t     testing.TB // the running sub-benchmark
 	cfg   settings
 	cp    *controlplane.ControlPlane
 	admin kubernetes.Interface
@@ -286,7 +300,8 @@ func status(rc int32) *corev1.PodStatus {
 	}}}
 }
 
-func (b *bencher) run(ctx context.Context, impl string, q qpsSetting, rate float64) row {
+// run makes n changes with impl at rate (0: flat out) and measures them.
+func (b *bencher) run(ctx context.Context, impl string, q qpsSetting, rate float64, n int) row {
 	t := b.t
 	nc := client(t, b.cp.NodeConfig(node), q.qps, q.burst)
 	var set setFunc
@@ -323,14 +338,14 @@ func (b *bencher) run(ctx context.Context, impl string, q qpsSetting, rate float
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, d := time.Now(), b.cfg.seconds
+	start := time.Now()
 	if rate > 0 {
 		// Open loop: changes at a fixed rate, round-robin over the pods,
 		// each handed over on its own goroutine like independent pod
 		// workers, so a slow call never lowers the offered rate.
 		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 		var wg sync.WaitGroup
-		for k := 0; time.Since(start) < d; k++ {
+		for k := range n {
 			<-tick.C
 			i := k % podCount
 			wg.Go(func() { setOne(i) })
@@ -342,12 +357,13 @@ func (b *bencher) run(ctx context.Context, impl string, q qpsSetting, rate float
 		// until the watch shows it before the next, so every change needs
 		// a write of its own and none is coalesced away.
 		var wg sync.WaitGroup
+		var tickets atomic.Int64
 		for i := range podCount {
 			wg.Go(func() {
-				for time.Since(start) < d {
+				for tickets.Add(1) <= int64(n) {
 					setOne(i)
-					want := b.next[i].Load()
-					for b.vis.latest[i].Load() < want && time.Since(start) < d+time.Minute {
+					want, handed := b.next[i].Load(), time.Now()
+					for b.vis.latest[i].Load() < want && time.Since(handed) < time.Minute {
 						select {
 						case <-b.vis.notify[i]:
 						case <-time.After(time.Second):
@@ -463,7 +479,7 @@ func report(cfg settings, rows []row) string {
 	if cfg.workers > 0 {
 		workers = strconv.Itoa(cfg.workers)
 	}
-	fmt.Fprintf(&b, "\n%d pods, %s per row, statusd sync workers %s, %d CPUs; node identity, real kube-apiserver\n", podCount, cfg.seconds, workers, runtime.NumCPU())
+	fmt.Fprintf(&b, "\n%d pods, b.N changes per row, statusd sync workers %s, %d CPUs; node identity, real kube-apiserver\n", podCount, workers, runtime.NumCPU())
 	fmt.Fprintf(&b, "synced/s: changes whose value, or a later value of the same pod, became visible through a watch, per second of the row (incl. the drain)\n")
 	fmt.Fprintf(&b, "apisrv/etcd ms/wr: their CPU time over the row per status write; cores: apiserver CPU time / row time; bench ms/chg: this process's CPU per change\n\n")
 	fmt.Fprintf(&b, "| qps/burst | rate | impl | changes | synced/s | req/chg | wr/chg | non-2xx | p50 | p99 | unseen | apisrv ms/wr | apisrv cores | etcd ms/wr | bench ms/chg | load start/end |\n")

@@ -2,7 +2,7 @@
 // (k8s.io/kubernetes/pkg/kubelet/status) under the same workload, against
 // the same real kube-apiserver, in the same run:
 //
-//	cd services/statusd/bench && STATUSD_BENCH=1 flock /tmp/microlet-bench.lock go test -run TestBench -v .
+//	cd services/statusd/bench && flock /tmp/microlet-bench.lock go test -run '^$' -bench StatusManagers -benchtime 800x .
 //
 // 110 pods on one node; open-loop status changes at 1, 5, 20, 100 and 500
 // per second, and flat out (closed loop: each pod's writer waits until its
@@ -19,8 +19,10 @@
 // CPU time kube-apiserver and etcd spent per write (from /proc), this
 // process's CPU per change and the load average at the start and end.
 //
-// Knobs: STATUSD_BENCH_SECONDS (per row, default 8), STATUSD_BENCH_QPS
-// (all, 50/100, unlimited), STATUSD_BENCH_RATES (e.g. "100,flat"),
-// STATUSD_BENCH_WORKERS (statusd's sync workers), STATUSD_BENCH_PROFILE (a
-// directory for CPU, mutex and block profiles of the statusd rows).
+// BenchmarkStatusManagers has one sub-benchmark per row; each makes b.N
+// changes (-benchtime 800x: 800 per row) and reports its numbers through
+// b.ReportMetric as well. Knobs: MICROLET_BENCH_QPS (all, 50/100,
+// unlimited), MICROLET_BENCH_RATES (e.g. "100,flat"), MICROLET_BENCH_WORKERS
+// (statusd's sync workers), MICROLET_BENCH_PROFILE (a directory for CPU,
+// mutex and block profiles of the statusd rows).
 package bench

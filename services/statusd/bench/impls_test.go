@@ -29,7 +29,7 @@ type setFunc func(i int, st *corev1.PodStatus) error
 
 // startStatusd runs statusd's cache, store and syncer as the service wires
 // them, with an informer of the node's pods; it stops when ctx ends.
-func startStatusd(ctx context.Context, t *testing.T, nc kubernetes.Interface, pods []*corev1.Pod, workers int) (setFunc, func()) {
+func startStatusd(ctx context.Context, t testing.TB, nc kubernetes.Interface, pods []*corev1.Pod, workers int) (setFunc, func()) {
 	st, err := store.Open(filepath.Join(t.TempDir(), "statusd.db"))
 	if err != nil {
 		t.Fatal(err)
