@@ -244,22 +244,3 @@ func parseFlatKeyed(b []byte) map[string]uint64 {
 	}
 	return m
 }
-
-// parseLoadavgTasks returns the number of tasks (threads) on the system,
-// the denominator of the fourth field of /proc/loadavg ("1.0 0.5 0.2
-// 3/412 9876"), which the kubelet reports as curproc.
-func parseLoadavgTasks(b []byte) (int64, error) {
-	f := strings.Fields(string(b))
-	if len(f) < 5 {
-		return 0, fmt.Errorf("loadavg: %d fields, want 5", len(f))
-	}
-	_, total, ok := strings.Cut(f[3], "/")
-	if !ok {
-		return 0, fmt.Errorf("loadavg: fourth field %q is not running/total", f[3])
-	}
-	n, err := strconv.ParseInt(total, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("loadavg: task count %q", total)
-	}
-	return n, nil
-}

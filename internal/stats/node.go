@@ -2,8 +2,6 @@ package stats
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -12,6 +10,8 @@ import (
 	"github.com/prometheus/procfs"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/microlet/microlet/internal/procinfo"
 )
 
 // nodeCPUKey is the rate cache's key of the root cgroup.
@@ -177,21 +177,13 @@ func psiData(l *procfs.PSILine) statsv1alpha1.PSIData {
 // threads-max) and the number of tasks, as the kubelet does.
 func (p *Provider) rlimit(proc procfs.FS, now time.Time) *statsv1alpha1.RlimitStats {
 	r := &statsv1alpha1.RlimitStats{Time: metav1.NewTime(now)}
-	for _, sysctl := range []string{"kernel.pid_max", "kernel.threads-max"} {
-		v, err := proc.SysctlInts(sysctl)
-		if err != nil || len(v) != 1 {
-			continue
-		}
-		if n := int64(v[0]); r.MaxPID == nil || n < *r.MaxPID {
-			r.MaxPID = ptr(n)
-		}
+	if limit, ok := procinfo.TaskLimit(proc); ok {
+		r.MaxPID = ptr(limit)
 	}
 	// loadavg counts every task; sysinfo(2)'s count is 16 bits wide, so it
 	// is only the fallback, and only for the host's own proc.
-	if b, err := os.ReadFile(filepath.Join(p.procRoot, "loadavg")); err == nil {
-		if n, err := parseLoadavgTasks(b); err == nil {
-			r.NumOfRunningProcesses = ptr(n)
-		}
+	if n, err := procinfo.TaskCount(p.procRoot); err == nil {
+		r.NumOfRunningProcesses = ptr(n)
 	}
 	if r.NumOfRunningProcesses == nil && p.procRoot == DefaultProcRoot {
 		var si syscall.Sysinfo_t

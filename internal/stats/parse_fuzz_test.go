@@ -49,40 +49,6 @@ func FuzzParseFlatKeyed(f *testing.F) {
 	})
 }
 
-func TestParseLoadavgTasks(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"0.50 0.40 0.30 3/412 9876\n", 412, true},
-		{"1.36 3.49 4.53 2/3518 3715089", 3518, true},
-		{"1 2 3 4 5", 0, false},
-		{"1 2 3 4/x 5", 0, false},
-		{"1 2 3 4/-1 5", 0, false},
-		{"", 0, false},
-	} {
-		got, err := parseLoadavgTasks([]byte(tc.in))
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("%q: %d, %v", tc.in, got, err)
-		}
-	}
-}
-
-func FuzzParseLoadavgTasks(f *testing.F) {
-	f.Add([]byte("0.50 0.40 0.30 3/412 9876\n"))
-	f.Add([]byte("0 0 0 /1 1"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		n, err := parseLoadavgTasks(b)
-		if err == nil && n < 0 {
-			t.Fatalf("%q: negative count %d", b, n)
-		}
-		if err != nil && n != 0 {
-			t.Fatalf("%q: count %d with error %v", b, n, err)
-		}
-	})
-}
-
 // FuzzSandboxPIDFromInfo: the runtime's verbose info is free text to us.
 func FuzzSandboxPIDFromInfo(f *testing.F) {
 	f.Add(`{"pid":12,"inDocker":true}`, `{"pid":7}`)

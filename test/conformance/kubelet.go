@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -11,11 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -385,18 +384,18 @@ func freePort(ip string) (int, error) {
 // cgroupMounts are the mount points of the host's cgroup file systems (v1
 // hierarchies, or the one v2 tree).
 func cgroupMounts() ([]string, error) {
-	mounts, err := readMountinfo()
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	v2 := ""
 	for _, m := range mounts {
-		switch m.fstype {
+		switch m.FSType {
 		case "cgroup":
-			out = append(out, m.point)
+			out = append(out, m.Mountpoint)
 		case "cgroup2":
-			v2 = m.point
+			v2 = m.Mountpoint
 		}
 	}
 	if len(out) == 0 && v2 != "" {
@@ -459,14 +458,14 @@ func removeCgroupDirs(dirs []string) {
 // volumes of pods it did not clean up), deepest first, so removing dir
 // cannot reach into them.
 func unmountUnder(dir string) {
-	mounts, err := readMountinfo()
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
 		return
 	}
 	var points []string
 	for _, m := range mounts {
-		if strings.HasPrefix(m.point, dir+"/") {
-			points = append(points, m.point)
+		if m.Mountpoint != dir {
+			points = append(points, m.Mountpoint)
 		}
 	}
 	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
@@ -475,50 +474,6 @@ func unmountUnder(dir string) {
 			fmt.Fprintf(os.Stderr, "conformance: unmount %s: %v\n", p, err)
 		}
 	}
-}
-
-type mount struct{ point, fstype string }
-
-// readMountinfo reads this process's mount table: the mount point (field
-// 5) and the file system type (the first field after " - ").
-func readMountinfo() ([]mount, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
-	var out []mount
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		before, after, ok := strings.Cut(line, " - ")
-		fields, tail := strings.Fields(before), strings.Fields(after)
-		if !ok || len(fields) < 5 || len(tail) < 1 {
-			continue
-		}
-		out = append(out, mount{point: unescapeMount(fields[4]), fstype: tail[0]})
-	}
-	return out, sc.Err()
-}
-
-// unescapeMount decodes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // child is a process StartKubelet started, in its own process group,

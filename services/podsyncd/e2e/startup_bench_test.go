@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/procinfo"
 )
 
 // BenchmarkPodStartup has one sub-benchmark per batch size (10, 30 and
@@ -200,35 +200,25 @@ func (s *stack) servicePIDs() map[string]int {
 	return out
 }
 
-// cpuSeconds reads utime+stime of each pid from /proc, plus their total.
+// cpuSeconds is each pid's CPU time in seconds, plus their total.
 func cpuSeconds(pids map[string]int) map[string]float64 {
 	out := map[string]float64{}
 	for name, pid := range pids {
-		data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-		if err != nil {
-			continue
+		if u, err := procinfo.Of(pid); err == nil {
+			out[name] = u.CPUSeconds
+			out["total"] += u.CPUSeconds
 		}
-		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		out[name] = (ut + st) / 100 // USER_HZ
-		out["total"] += out[name]
 	}
 	return out
 }
 
+// rssMiB is pid's resident set in MiB (0 when it is gone).
 func rssMiB(pid int) float64 {
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	u, err := procinfo.Of(pid)
 	if err != nil {
 		return 0
 	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			kb, _ := strconv.ParseFloat(strings.Fields(l)[1], 64)
-			return kb / 1024
-		}
-	}
-	return 0
+	return float64(u.RSS) / (1 << 20)
 }
 
 func totalRSS(pids map[string]int) float64 {

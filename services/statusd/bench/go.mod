@@ -15,7 +15,10 @@ require (
 	k8s.io/kubernetes v1.36.3
 )
 
-require github.com/microlet/microlet v0.0.0-00010101000000-000000000000
+require (
+	github.com/microlet/microlet v0.0.0-00010101000000-000000000000
+	github.com/prometheus/procfs v0.22.0
+)
 
 require (
 	cyphar.com/go-pathrs v0.2.2 // indirect
@@ -52,7 +55,6 @@ require (
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
-	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/spf13/pflag v1.1.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect

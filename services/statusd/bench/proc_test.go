@@ -4,18 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"k8s.io/client-go/kubernetes"
-)
 
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times; 100 on
-// every Linux architecture Go supports.
-const clockTicks = 100
+	"github.com/microlet/microlet/internal/procinfo"
+)
 
 // cpuTime is a process's user+system CPU time so far (0 when pid is 0 or
 // the process is gone).
@@ -23,37 +21,24 @@ func cpuTime(pid int) time.Duration {
 	if pid == 0 {
 		return 0
 	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	u, err := procinfo.Of(pid)
 	if err != nil {
 		return 0
 	}
-	// The command name may hold spaces; the fields after it are fixed.
-	i := bytes.LastIndexByte(raw, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(raw[i+1:]))
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+s) * time.Second / clockTicks
+	return time.Duration(u.CPUSeconds * float64(time.Second))
 }
 
 // loadAvg is the machine's 1-minute load average.
 func loadAvg() float64 {
-	raw, err := os.ReadFile("/proc/loadavg")
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return -1
 	}
-	f := strings.Fields(string(raw))
-	if len(f) == 0 {
+	l, err := fs.LoadAvg()
+	if err != nil {
 		return -1
 	}
-	v, _ := strconv.ParseFloat(f[0], 64)
-	return v
+	return l.Load1
 }
 
 // podRequests sums apiserver_request_total for pods by verb ("PATCH/status"

@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -89,39 +88,18 @@ func StartTime(pid int) time.Time {
 	if pid <= 0 {
 		return time.Time{}
 	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return time.Time{}
 	}
-	// The command name (field 2) may hold spaces; fields after its ')' are fixed.
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return time.Time{}
-	}
-	fields := strings.Fields(s[i+1:])
-	// starttime is field 22 overall, the 20th after the name.
-	if len(fields) < 20 {
-		return time.Time{}
-	}
-	ticks, err := strconv.ParseInt(fields[19], 10, 64)
+	stat, err := p.Stat()
 	if err != nil {
 		return time.Time{}
 	}
-	up, err := os.ReadFile("/proc/uptime")
+	// Seconds since the epoch: the boot time plus the start in clock ticks.
+	start, err := stat.StartTime()
 	if err != nil {
 		return time.Time{}
 	}
-	upFields := strings.Fields(string(up))
-	if len(upFields) == 0 {
-		return time.Time{}
-	}
-	sinceBoot, err := strconv.ParseFloat(upFields[0], 64)
-	if err != nil {
-		return time.Time{}
-	}
-	// USER_HZ is 100 on every Linux architecture Go supports.
-	const userHZ = 100
-	age := time.Duration((sinceBoot - float64(ticks)/userHZ) * float64(time.Second))
-	return time.Now().Add(-age)
+	return time.Unix(0, int64(start*float64(time.Second)))
 }

@@ -175,7 +175,7 @@ func (e *benchEnv) measure(ctx context.Context, agent string, n int) (result, er
 	}
 	var samples []int64
 	for end := t0.Add(e.opts.duration); time.Now().Before(end); {
-		if v, err := procStatus(pid, "VmRSS"); err == nil {
+		if v, _, err := memory(pid); err == nil {
 			samples = append(samples, v)
 		}
 		select {
@@ -200,7 +200,7 @@ func (e *benchEnv) measure(ctx context.Context, agent string, n int) (result, er
 	}
 	r.load[1] = loadAvg()
 	r.cpuSeconds = cpu1 - cpu0
-	if r.hwm, err = procStatus(pid, "VmHWM"); err != nil {
+	if _, r.hwm, err = memory(pid); err != nil {
 		return r, err
 	}
 	var sum int64

@@ -1,8 +1,6 @@
 package host
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -11,7 +9,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/microlet/microlet/internal/procinfo"
 )
 
 // Host reads facts below its roots; the zero roots mean the real machine.
@@ -69,11 +70,11 @@ type FsStats struct {
 // rather than failing: a container may not see /sys or /etc/machine-id.
 func (h *Host) Facts() (Facts, error) {
 	f := Facts{OS: runtime.GOOS, Arch: runtime.GOARCH, NumCPU: runtime.NumCPU()}
-	mem, err := h.meminfo()
+	total, _, err := h.memory()
 	if err != nil {
 		return f, err
 	}
-	f.MemoryBytes = mem["MemTotal"]
+	f.MemoryBytes = total
 	f.MachineID = h.firstLine(filepath.Join(h.Etc, "machine-id"), filepath.Join(h.Etc, "../var/lib/dbus/machine-id"))
 	f.SystemUUID = strings.ToLower(h.firstLine(filepath.Join(h.Sys, "class/dmi/id/product_uuid")))
 	f.BootID = h.firstLine(filepath.Join(h.Proc, "sys/kernel/random/boot_id"))
@@ -93,15 +94,9 @@ func (h *Host) Facts() (Facts, error) {
 // imageFsPath may equal fsPath (one disk), as on most nodes.
 func (h *Host) Stats(fsPath, imageFsPath string) (Stats, error) {
 	var s Stats
-	mem, err := h.meminfo()
-	if err != nil {
+	var err error
+	if s.MemoryCapacity, s.MemoryAvailable, err = h.memory(); err != nil {
 		return s, err
-	}
-	s.MemoryCapacity = mem["MemTotal"]
-	if avail, ok := mem["MemAvailable"]; ok {
-		s.MemoryAvailable = avail
-	} else {
-		s.MemoryAvailable = mem["MemFree"] + mem["Buffers"] + mem["Cached"]
 	}
 	if s.Fs, err = Statfs(fsPath); err != nil {
 		return s, err
@@ -131,42 +126,33 @@ func Statfs(path string) (FsStats, error) {
 	}, nil
 }
 
-// meminfo parses /proc/meminfo into bytes.
-func (h *Host) meminfo() (map[string]int64, error) {
-	data, err := os.ReadFile(filepath.Join(h.Proc, "meminfo"))
+// memory reads MemTotal and the memory available (MemAvailable, or on
+// kernels before 3.14 MemFree+Buffers+Cached) from meminfo, in bytes.
+func (h *Host) memory() (total, available int64, err error) {
+	fs, err := procfs.NewFS(h.Proc)
 	if err != nil {
-		return nil, fmt.Errorf("meminfo: %w", err)
+		return 0, 0, fmt.Errorf("meminfo: %w", err)
 	}
-	return ParseMeminfo(data)
+	mi, err := fs.Meminfo()
+	if err != nil {
+		return 0, 0, fmt.Errorf("meminfo: %w", err)
+	}
+	if mi.MemTotalBytes == nil || *mi.MemTotalBytes == 0 {
+		return 0, 0, errors.New("meminfo: no MemTotal")
+	}
+	total = toInt64(mi.MemTotalBytes)
+	if mi.MemAvailableBytes != nil {
+		return total, toInt64(mi.MemAvailableBytes), nil
+	}
+	return total, toInt64(mi.MemFreeBytes) + toInt64(mi.BuffersBytes) + toInt64(mi.CachedBytes), nil
 }
 
-// ParseMeminfo turns /proc/meminfo's text into bytes per key; values in kB
-// are scaled, bare counts (HugePages_Total) kept.
-func ParseMeminfo(data []byte) (map[string]int64, error) {
-	out := map[string]int64{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		key, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		v, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("meminfo %s: %w", key, err)
-		}
-		if len(fields) > 1 && fields[1] == "kB" {
-			v *= 1024
-		}
-		out[key] = v
+// toInt64 is a meminfo value in bytes, 0 when the line is missing.
+func toInt64(v *uint64) int64 {
+	if v == nil {
+		return 0
 	}
-	if _, ok := out["MemTotal"]; !ok {
-		return nil, errors.New("meminfo: no MemTotal")
-	}
-	return out, nil
+	return int64(*v) //nolint:gosec // memory sizes fit in int64
 }
 
 func (h *Host) firstLine(paths ...string) string {
@@ -227,18 +213,11 @@ func (h *Host) hugePages() map[int64]int64 {
 
 // pids returns the PID limit and the number of tasks, as the kubelet's
 // pidlimit package measures them (pid_max capped by threads-max, and the
-// kernel's own process count).
+// kernel's own task count from loadavg).
 func (h *Host) pids() (limit, running int64) {
-	limit, _ = strconv.ParseInt(h.firstLine(filepath.Join(h.Proc, "sys/kernel/pid_max")), 10, 64)
-	if tm, err := strconv.ParseInt(h.firstLine(filepath.Join(h.Proc, "sys/kernel/threads-max")), 10, 64); err == nil && tm > 0 && (limit == 0 || tm < limit) {
-		limit = tm
+	if fs, err := procfs.NewFS(h.Proc); err == nil {
+		limit, _ = procinfo.TaskLimit(fs)
 	}
-	// loadavg's fourth field is running/total tasks; total counts threads too.
-	fields := strings.Fields(h.firstLine(filepath.Join(h.Proc, "loadavg")))
-	if len(fields) >= 4 {
-		if _, total, ok := strings.Cut(fields[3], "/"); ok {
-			running, _ = strconv.ParseInt(total, 10, 64)
-		}
-	}
+	running, _ = procinfo.TaskCount(h.Proc)
 	return limit, running
 }

@@ -3,6 +3,7 @@ package host
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -68,11 +69,21 @@ func TestRealHost(t *testing.T) {
 	}
 }
 
-func TestParseMeminfoErrors(t *testing.T) {
-	if _, err := ParseMeminfo([]byte("MemFree: 1 kB\n")); err == nil {
-		t.Fatal("meminfo without MemTotal accepted")
-	}
-	if _, err := ParseMeminfo([]byte("MemTotal: x kB\n")); err == nil {
-		t.Fatal("bad number accepted")
+func TestBadMeminfo(t *testing.T) {
+	for name, content := range map[string]string{
+		"no MemTotal": "MemFree: 1 kB\n",
+		"bad number":  "MemTotal: x kB\n",
+		"bad unit":    "MemTotal: 1 MB\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := &Host{Proc: t.TempDir()}
+			write(t, filepath.Join(h.Proc, "meminfo"), content)
+			if _, err := h.Facts(); err == nil || !strings.Contains(err.Error(), "meminfo") {
+				t.Fatalf("Facts with meminfo %q: %v, want a meminfo error", content, err)
+			}
+			if _, err := h.Stats(h.Proc, ""); err == nil || !strings.Contains(err.Error(), "meminfo") {
+				t.Fatalf("Stats with meminfo %q: %v, want a meminfo error", content, err)
+			}
+		})
 	}
 }

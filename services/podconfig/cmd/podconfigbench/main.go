@@ -30,6 +30,7 @@ import (
 
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/grpcserver"
+	"github.com/microlet/microlet/internal/procinfo"
 	"github.com/microlet/microlet/internal/service"
 	"github.com/microlet/microlet/internal/socket"
 	"github.com/microlet/microlet/services/podconfig/internal/manifest"
@@ -216,24 +217,11 @@ func waitNote(w podconfigv1.PodConfigService_WatchClient, note string) error {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// memory reads the resident set and its peak from /proc, in MiB.
+// memory is this process's resident set and its peak, in MiB.
 func memory() (rss, peak float64) {
-	data, err := os.ReadFile("/proc/self/status")
+	u, err := procinfo.Self()
 	if err != nil {
 		return 0, 0
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = kb / 1024
-		case "VmHWM:":
-			peak = kb / 1024
-		}
-	}
-	return rss, peak
+	return float64(u.RSS) / (1 << 20), float64(u.PeakRSS) / (1 << 20)
 }

@@ -2,11 +2,10 @@ package podcgroups
 
 import (
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"strings"
 
+	"github.com/prometheus/procfs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -48,15 +47,18 @@ func NodeAllocatable(memCapacity int64, reserved ...map[string]string) (corev1.R
 		out[corev1.ResourceMemory] = *resource.NewQuantity(memCapacity, resource.BinarySI)
 	}
 	if _, ok := res[ResourcePID]; ok {
-		b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+		fs, err := procfs.NewDefaultFS()
 		if err != nil {
 			return nil, fmt.Errorf("reserved pid: %w", err)
 		}
-		max, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		max, err := fs.SysctlInts("kernel.pid_max")
 		if err != nil {
-			return nil, fmt.Errorf("reserved pid: pid_max: %w", err)
+			return nil, fmt.Errorf("reserved pid: %w", err)
 		}
-		out[ResourcePID] = *resource.NewQuantity(max, resource.DecimalSI)
+		if len(max) != 1 {
+			return nil, fmt.Errorf("reserved pid: kernel.pid_max has %d values, want 1", len(max))
+		}
+		out[ResourcePID] = *resource.NewQuantity(int64(max[0]), resource.DecimalSI)
 	}
 	for name, q := range out {
 		r, ok := res[name]

@@ -1,14 +1,10 @@
 package resources
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 
+	"github.com/prometheus/procfs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -216,33 +212,19 @@ func PodMemoryLimit(pod *corev1.Pod) (bytes int64, ok bool) {
 	return v, v > 0
 }
 
-// ParseMemTotal reads MemTotal out of /proc/meminfo content, in bytes.
-func ParseMemTotal(meminfo []byte) (int64, error) {
-	sc := bufio.NewScanner(bytes.NewReader(meminfo))
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("meminfo: MemTotal line %q is not \"<n> kB\"", sc.Text())
-		}
-		kb, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil || kb <= 0 {
-			return 0, fmt.Errorf("meminfo: MemTotal %q is not a positive number", f[0])
-		}
-		return kb * 1024, nil
-	}
-	return 0, errors.New("meminfo: no MemTotal line")
-}
-
 // MemoryCapacity is the machine's memory in bytes (MemTotal, which is what
 // the kubelet's machine info reports as memory capacity).
 func MemoryCapacity() (int64, error) {
-	b, err := os.ReadFile("/proc/meminfo")
+	mi, err := procfs.NewDefaultFS()
 	if err != nil {
 		return 0, err
 	}
-	return ParseMemTotal(b)
+	m, err := mi.Meminfo()
+	if err != nil {
+		return 0, fmt.Errorf("meminfo: %w", err)
+	}
+	if m.MemTotalBytes == nil || *m.MemTotalBytes == 0 {
+		return 0, errors.New("meminfo: no MemTotal")
+	}
+	return int64(*m.MemTotalBytes), nil //nolint:gosec // memory sizes fit in int64
 }

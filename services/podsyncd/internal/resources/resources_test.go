@@ -187,26 +187,8 @@ func TestPodMemoryLimit(t *testing.T) {
 	}
 }
 
-func TestParseMemTotal(t *testing.T) {
-	got, err := ParseMemTotal([]byte("MemFree: 10 kB\nMemTotal:       16384 kB\n"))
-	if err != nil || got != 16384*1024 {
-		t.Fatalf("ParseMemTotal = %d, %v", got, err)
-	}
-	for _, bad := range []string{"", "MemTotal: x kB\n", "MemTotal: 10 MB\n", "MemTotal: -5 kB\n"} {
-		if _, err := ParseMemTotal([]byte(bad)); err == nil {
-			t.Errorf("ParseMemTotal(%q) accepted", bad)
-		}
-	}
+func TestMemoryCapacity(t *testing.T) {
 	if c, err := MemoryCapacity(); err != nil || c <= 0 {
 		t.Fatalf("MemoryCapacity of this machine = %d, %v", c, err)
 	}
-}
-
-func FuzzParseMemTotal(f *testing.F) {
-	f.Add([]byte("MemTotal: 1024 kB\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if v, err := ParseMemTotal(b); err == nil && v <= 0 {
-			t.Fatalf("accepted a non-positive total %d", v)
-		}
-	})
 }

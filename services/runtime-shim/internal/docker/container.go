@@ -14,6 +14,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"github.com/prometheus/procfs"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -278,26 +279,21 @@ var capNames = []string{
 // boundingCaps returns the capabilities the Docker daemon can hand out,
 // taken from our own bounding set (the daemon runs on the same host).
 func boundingCaps() []string {
-	b, err := os.ReadFile("/proc/self/status")
+	self, err := procfs.Self()
 	if err != nil {
 		return []string{"ALL"}
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				break
-			}
-			var out []string
-			for i, n := range capNames {
-				if mask&(1<<uint(i)) != 0 {
-					out = append(out, n)
-				}
-			}
-			return out
+	status, err := self.NewStatus()
+	if err != nil {
+		return []string{"ALL"}
+	}
+	var out []string
+	for i, n := range capNames {
+		if status.CapBnd&(1<<uint(i)) != 0 {
+			out = append(out, n)
 		}
 	}
-	return []string{"ALL"}
+	return out
 }
 
 // applyPrivileged gives a container what --privileged gives, except that it

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -134,23 +135,15 @@ func run(n, changes int) error {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// memory is this process's resident set and its peak, in MiB.
 func memory() (rss, peak float64) {
-	data, err := os.ReadFile("/proc/self/status")
+	self, err := procfs.Self()
 	if err != nil {
 		return 0, 0
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = kb / 1024
-		case "VmHWM:":
-			peak = kb / 1024
-		}
+	st, err := self.NewStatus()
+	if err != nil {
+		return 0, 0
 	}
-	return rss, peak
+	return float64(st.VmRSS) / (1 << 20), float64(st.VmHWM) / (1 << 20)
 }
