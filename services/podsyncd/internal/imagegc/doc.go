@@ -6,8 +6,10 @@
 // node-level reclaim will call both.
 //
 // Each pass (every 5 minutes, the kubelet's ImageGCPeriod) lists the images
-// and every container (running or not); an image a container uses is in use
-// and gets "last used = now"; a new image gets "first detected = now". Images
+// and every container (running or not); an image a container runs, or
+// mounts as an image volume (the image mounts its CRI status reports, by
+// image ID or a name of the image), is in use and gets "last used = now"; a
+// new image gets "first detected = now". Images
 // that are in use or pinned by the runtime (the pause image) are never
 // candidates. The candidates are ordered by last use, oldest first (never
 // used since podsyncd started counts as oldest), then by first detection,

@@ -121,8 +121,9 @@ func removeTestImages(dc *client.Client) {
 // 0% so any usage is over them: every image that may go, goes (and the
 // collector reports it could not reach 0%). Many images of equal size and
 // an earlier run's leftovers (one with two tags) are collected; the image a
-// container uses (created, never started), the pinned pause image and an
-// image first seen less than MinAge ago are not.
+// container uses (created, never started), the image another container
+// mounts as an image volume, the pinned pause image and an image first
+// seen less than MinAge ago are not.
 func TestImageGCOnDocker(t *testing.T) {
 	s := shim.Start(t, "imagegc")
 	dc, err := client.New(client.FromEnv)
@@ -161,6 +162,17 @@ func TestImageGCOnDocker(t *testing.T) {
 	if _, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, Config: &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "user"}, Image: &runtimeapi.ImageSpec{Image: ids[repo+"img-0:v1"]}, LogPath: "user.log",
 	}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// img-6 is the image volume of a container (created; runtime-shim
+	// reports its image mounts in its status).
+	ids[repo+"img-6:v1"] = importImage(t, dc, repo+"img-6:v1", repo+"img-6:v1")
+	_, err = rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, Config: &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "mounter"}, Image: &runtimeapi.ImageSpec{Image: ids[repo+"img-0:v1"]}, LogPath: "mounter.log",
+		Mounts: []*runtimeapi.Mount{{ContainerPath: "/vol", Image: &runtimeapi.ImageSpec{Image: ids[repo+"img-6:v1"]}, Readonly: true}},
+	}})
+	if err != nil {
 		t.Fatal(err)
 	}
 
@@ -212,7 +224,7 @@ func TestImageGCOnDocker(t *testing.T) {
 		return err == nil
 	}
 	for tag := range ids {
-		kept := tag == repo+"img-0:v1" || tag == late
+		kept := tag == repo+"img-0:v1" || tag == repo+"img-6:v1" || tag == late
 		if exists(tag) != kept {
 			t.Errorf("%s exists: %v, want %v", tag, !kept, kept)
 		}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -83,6 +85,12 @@ type Options struct {
 	Clock clock.Clock
 	// Log is the logger; nil is slog.Default.
 	Log *slog.Logger
+	// AfterPass is called after every pass (GarbageCollect or
+	// DeleteUnusedImages) that listed the images, with
+	// the IDs of the images still there and the pass's start (taken
+	// before the listing): the kubelet's post-GC hook, which prunes the
+	// image pull records of images that are gone.
+	AfterPass func(imageIDs []string, began time.Time)
 }
 
 // record is what the collector knows of one image.
@@ -178,6 +186,7 @@ func (g *GC) GarbageCollect(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	defer g.afterPass(now)
 	var errs []error
 	if g.policy.MaxAge > 0 && now.Sub(g.began) > g.policy.MaxAge {
 		kept := cands[:0]
@@ -250,6 +259,7 @@ func (g *GC) DeleteUnusedImages(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	defer g.afterPass(now)
 	var errs []error
 	for _, c := range cands {
 		if now.Sub(c.firstDetected) < g.policy.MinAge {
@@ -260,6 +270,19 @@ func (g *GC) DeleteUnusedImages(ctx context.Context) (Result, error) {
 		}
 	}
 	return res, errors.Join(errs...)
+}
+
+// afterPass hands the images still recorded (every listed image but
+// those removed) to the AfterPass hook; callers hold mu.
+func (g *GC) afterPass(began time.Time) {
+	if g.opts.AfterPass == nil {
+		return
+	}
+	ids := make([]string, 0, len(g.records))
+	for id := range g.records {
+		ids = append(ids, id)
+	}
+	g.opts.AfterPass(ids, began)
 }
 
 func (g *GC) remove(ctx context.Context, c candidate, why string, res *Result) error {
@@ -286,6 +309,7 @@ func (g *GC) candidates(ctx context.Context, now time.Time) ([]candidate, error)
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
 	inUse := make(map[string]bool, len(cs.Containers))
+	mounted := map[string]bool{}
 	for _, c := range cs.Containers {
 		// ImageId since CRI v1.30; older runtimes fill ImageRef only.
 		id := c.ImageId
@@ -293,10 +317,29 @@ func (g *GC) candidates(ctx context.Context, now time.Time) ([]candidate, error)
 			id = c.ImageRef
 		}
 		inUse[id] = true
+		// Image volumes: the images a container mounts, as its status
+		// reports them (the kubelet asks every container too).
+		st, err := g.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+		if err != nil {
+			if status.Code(err) == codes.NotFound {
+				continue // removed since the listing
+			}
+			return nil, fmt.Errorf("container %s status: %w", c.Id, err)
+		}
+		for _, m := range st.GetStatus().GetMounts() {
+			if ref := m.GetImage().GetImage(); ref != "" {
+				mounted[ref] = true
+			}
+		}
 	}
 	seen := make(map[string]bool, len(images.Images))
 	for _, im := range images.Images {
 		seen[im.Id] = true
+		// A mount names the image by ID (the kubelet's choice) or by a
+		// name the runtime also knows it by.
+		if mounted[im.Id] || slices.ContainsFunc(slices.Concat(im.RepoTags, im.RepoDigests), func(n string) bool { return mounted[n] }) {
+			inUse[im.Id] = true
+		}
 		r := g.records[im.Id]
 		if r == nil {
 			r = &imageRecord{firstDetected: now}

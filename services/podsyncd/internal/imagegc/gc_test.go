@@ -26,6 +26,16 @@ type fakeCRI struct {
 	used       uint64
 	removed    []string
 	failRemove string
+	// mounts are the image volumes of containers by container ID.
+	mounts map[string][]string
+}
+
+func (f *fakeCRI) ContainerStatus(_ context.Context, req *runtimeapi.ContainerStatusRequest, _ ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error) {
+	st := &runtimeapi.ContainerStatus{Id: req.ContainerId}
+	for _, ref := range f.mounts[req.ContainerId] {
+		st.Mounts = append(st.Mounts, &runtimeapi.Mount{ContainerPath: "/vol", Image: &runtimeapi.ImageSpec{Image: ref}})
+	}
+	return &runtimeapi.ContainerStatusResponse{Status: st}, nil
 }
 
 func (f *fakeCRI) ListImages(context.Context, *runtimeapi.ListImagesRequest, ...grpc.CallOption) (*runtimeapi.ListImagesResponse, error) {
@@ -206,5 +216,31 @@ func TestInvalidCapacity(t *testing.T) {
 	}
 	if ev := <-rec.Events; ev != "Warning InvalidDiskCapacity invalid capacity 0 on image filesystem" {
 		t.Errorf("event %q", ev)
+	}
+}
+
+// TestImageVolumesInUse: an image a container mounts as an image volume
+// (by ID or by a tag of the image) is in use, like the container's own.
+func TestImageVolumesInUse(t *testing.T) {
+	f := &fakeCRI{images: map[string]*runtimeapi.Image{}, capacity: 100 * mb}
+	for _, id := range []string{"run", "vol-by-id", "vol-by-tag", "unused"} {
+		f.add(id, 10*mb, false)
+	}
+	f.images["vol-by-tag"].RepoTags = []string{"reg.io/data:1"}
+	f.use("run")
+	f.mounts = map[string][]string{"c0": {"vol-by-id", "reg.io/data:1"}}
+	clk := testclock.NewFakeClock(time.Now())
+	g := newGC(f, Policy{HighThresholdPercent: 1, LowThresholdPercent: 0}, clk, nil)
+	var after []string
+	g.opts.AfterPass = func(ids []string, _ time.Time) { after = ids }
+	if _, err := g.GarbageCollect(context.Background()); err == nil {
+		t.Error("freeing down to 0% with images in use should fall short")
+	}
+	if !slices.Equal(f.removed, []string{"unused"}) {
+		t.Errorf("removed %v, want only the unused image", f.removed)
+	}
+	slices.Sort(after)
+	if want := []string{"run", "vol-by-id", "vol-by-tag"}; !slices.Equal(after, want) {
+		t.Errorf("AfterPass got %v, want the images left %v", after, want)
 	}
 }

@@ -138,6 +138,9 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		LabelPodUID:      sb.UID,
 		labelCreated:     strconv.FormatInt(time.Now().UnixNano(), 10),
 	}
+	if v, ok := encodeImageMounts(c.Mounts); ok {
+		labels[LabelImageMounts] = v
+	}
 	env := make([]string, 0, len(c.Envs))
 	for _, e := range c.Envs {
 		env = append(env, e.Key+"="+string(e.Value))
@@ -697,8 +700,15 @@ func (b *Backend) containerStatus(ct container.InspectResponse) *runtimeapi.Cont
 			st.Message = s.Error
 		}
 	}
+	images := decodeImageMounts(l[LabelImageMounts])
 	for _, m := range ct.Mounts {
 		if m.Type != "bind" || isSharedResolvConf(m.Destination, m.Source, ct.Config.Labels[LabelSandboxID]) {
+			continue
+		}
+		if im, ok := images[m.Destination]; ok {
+			// An image volume, as it was asked for (no host path).
+			st.Mounts = append(st.Mounts, &runtimeapi.Mount{ContainerPath: m.Destination, Readonly: true,
+				Image: &runtimeapi.ImageSpec{Image: im.Image}, ImageSubPath: im.SubPath})
 			continue
 		}
 		cm := &runtimeapi.Mount{ContainerPath: m.Destination, HostPath: m.Source, Readonly: !m.RW}

@@ -28,6 +28,10 @@ const (
 	LabelPodName     = "io.microlet.pod-name"
 	LabelPodNS       = "io.microlet.pod-namespace"
 	LabelPodUID      = "io.microlet.pod-uid"
+	// LabelImageMounts records a container's image mounts (container path
+	// → image and sub path, JSON) so its status reports them as the
+	// runtime was asked: the kubelet's image GC keeps those images.
+	LabelImageMounts = "io.microlet.image-mounts"
 
 	typeSandbox   = "sandbox"
 	typeContainer = "container"
@@ -47,6 +51,34 @@ func decodeMap(s string) map[string]string {
 		_ = json.Unmarshal([]byte(s), &m)
 	}
 	return m
+}
+
+// imageMount is one image mount as LabelImageMounts keeps it.
+type imageMount struct {
+	Image   string `json:"image"`
+	SubPath string `json:"subPath,omitempty"`
+}
+
+func encodeImageMounts(ms []*runtimeapi.Mount) (string, bool) {
+	out := map[string]imageMount{}
+	for _, m := range ms {
+		if ref := m.GetImage().GetImage(); ref != "" {
+			out[m.ContainerPath] = imageMount{Image: ref, SubPath: m.GetImageSubPath()}
+		}
+	}
+	if len(out) == 0 {
+		return "", false
+	}
+	b, _ := json.Marshal(out)
+	return string(b), true
+}
+
+func decodeImageMounts(s string) map[string]imageMount {
+	out := map[string]imageMount{}
+	if s != "" {
+		_ = json.Unmarshal([]byte(s), &out)
+	}
+	return out
 }
 
 // nameSafe keeps Docker container names valid ([a-zA-Z0-9][a-zA-Z0-9_.-]*).

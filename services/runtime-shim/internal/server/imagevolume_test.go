@@ -15,7 +15,8 @@ import (
 // for an image volume (a CRI mount with image set and no host path): the
 // image's files are there, read-only; an image_sub_path mounts a directory
 // of it; two containers share one extraction under the shim's data dir;
-// a sub path leaving the image is InvalidArgument and an image that is not
+// the status reports the image mounts; a sub path leaving the image is
+// InvalidArgument and an image that is not
 // present NotFound, both naming the mount.
 func TestImageVolume(t *testing.T) {
 	ctx, sh, image := busyboxShim(t, 5*time.Minute)
@@ -50,6 +51,21 @@ func TestImageVolume(t *testing.T) {
 		if out, code := sh1(id, "touch /vol/new 2>&1; echo rc=$?"); !strings.Contains(out, "Read-only file system") || !strings.HasSuffix(out, "rc=1\n") || code != 0 {
 			t.Errorf("container %s: writing into the image volume: %q", id, out)
 		}
+	}
+	// The status reports the image mounts as asked (containerd does the
+	// same), which is how the kubelet's image GC sees the images in use.
+	st := get(rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: ids[0]})).must(t)
+	got := map[string]string{}
+	for _, m := range st.Status.Mounts {
+		if m.GetImage().GetImage() != "" {
+			got[m.ContainerPath] = m.Image.Image + "|" + m.ImageSubPath + "|" + m.HostPath
+			if !m.Readonly {
+				t.Errorf("image mount %s reported writable", m.ContainerPath)
+			}
+		}
+	}
+	if want := map[string]string{"/vol": image + "||", "/sub": image + "|bin|"}; len(got) != 2 || got["/vol"] != want["/vol"] || got["/sub"] != want["/sub"] {
+		t.Errorf("status image mounts %v, want %v", got, want)
 	}
 	entries, err := os.ReadDir(filepath.Join(sh.DataDir, "runtime-shim", "image-volumes"))
 	if err != nil {
