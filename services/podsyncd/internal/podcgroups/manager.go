@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -317,7 +318,51 @@ func toLib(r Resources) *cgroups.Resources {
 		out.Memory = *r.Memory
 	}
 	out.PidsLimit = r.PidsLimit
+	if r.HugePageLimits != nil && hugetlbSupported() {
+		out.HugetlbLimit = hugetlbLimits(r.HugePageLimits, cgroups.HugePageSizes())
+	}
 	return out
+}
+
+// hugetlbSupported says whether the hugetlb controller is there (an
+// optional one for the kubelet: limits are skipped without it, as on
+// hosts whose cgroup v1 tree does not mount it).
+func hugetlbSupported() bool {
+	if cgroups.IsCgroup2UnifiedMode() {
+		b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
+		return err == nil && slices.Contains(strings.Fields(string(b)), "hugetlb")
+	}
+	_, err := os.Stat("/sys/fs/cgroup/hugetlb")
+	return err == nil
+}
+
+// hugetlbLimits is the limit of every page size the host has (sizes as
+// the library names them: "2MB", "1GB"), 0 for those limits lacks.
+func hugetlbLimits(limits map[int64]int64, sizes []string) []*cgroups.HugepageLimit {
+	out := make([]*cgroups.HugepageLimit, 0, len(sizes))
+	for _, s := range sizes {
+		var v int64
+		if b, ok := pageSizeBytes(s); ok {
+			v = max(limits[b], 0)
+		}
+		out = append(out, &cgroups.HugepageLimit{Pagesize: s, Limit: uint64(v)})
+	}
+	return out
+}
+
+// pageSizeBytes parses the library's page size names (<n>KB, MB or GB,
+// binary units).
+func pageSizeBytes(s string) (int64, bool) {
+	for i, unit := range []string{"KB", "MB", "GB"} {
+		if n, ok := strings.CutSuffix(s, unit); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				return 0, false
+			}
+			return v << (10 * (i + 1)), true
+		}
+	}
+	return 0, false
 }
 
 // sharesToWeight maps cgroup v1 shares [2, 262144] onto cgroup v2 weights

@@ -83,6 +83,13 @@ func TestForPod(t *testing.T) {
 	two.Spec.Containers = append(two.Spec.Containers, corev1.Container{Name: "d", Resources: corev1.ResourceRequirements{Requests: rl("300m", ""), Limits: rl("", "50Mi")}})
 	plr := pod("y", nil, nil)
 	plr.Spec.Resources = &corev1.ResourceRequirements{Requests: rl("500m", "64Mi"), Limits: rl("1", "128Mi")}
+	// RuntimeClass overhead (spec.overhead, set by the RuntimeClass
+	// admission plugin) counts in the pod cgroup's requests and non-zero
+	// limits, as ResourceConfigForPod adds it.
+	withOverhead := func(p *corev1.Pod) *corev1.Pod {
+		p.Spec.Overhead = rl("250m", "120Mi")
+		return p
+	}
 	for _, tc := range []struct {
 		name                       string
 		pod                        *corev1.Pod
@@ -94,6 +101,9 @@ func TestForPod(t *testing.T) {
 		{"burstable, one container without a CPU limit", two, "409", "unset", "unset", "262144000"},
 		{"besteffort", pod("e", nil, nil), "2", "unset", "unset", "unset"},
 		{"pod-level resources", plr, "512", "100000", "100000", "134217728"},
+		{"guaranteed with overhead", withOverhead(pod("go", rl("500m", "64Mi"), rl("500m", "64Mi"))), "768", "75000", "100000", "192937984"},
+		{"burstable, request only, with overhead", withOverhead(pod("ro", rl("250m", "32Mi"), nil)), "512", "unset", "unset", "unset"},
+		{"besteffort with overhead", withOverhead(pod("eo", nil, nil)), "2", "unset", "unset", "unset"},
 	} {
 		r := ForPod(tc.pod, true, 100000)
 		got := []string{uval(r.CPUShares), val(r.CPUQuota), uval(r.CPUPeriod), val(r.Memory)}
@@ -219,5 +229,41 @@ func TestManagerOnHost(t *testing.T) {
 	}
 	if _, err := os.Stat(cpu + bp); err != nil {
 		t.Errorf("kept burstable cgroup removed: %v", err)
+	}
+}
+
+// TestHugePages: the pod cgroup's hugetlb limits are the pod's
+// hugepages-<size> requests for every QoS class, every other page size the
+// host has is limited to 0, and kubepods gets the allocatable huge pages.
+// (This machine's cgroup v1 tree has no hugetlb controller, so the limits
+// are not written on it; the kubelet skips them the same way.)
+func TestHugePages(t *testing.T) {
+	g := pod("hp", rl("1", "64Mi"), rl("1", "64Mi"))
+	c := &g.Spec.Containers[0].Resources
+	c.Requests["hugepages-2Mi"], c.Limits["hugepages-2Mi"] = resource.MustParse("4Mi"), resource.MustParse("4Mi")
+	g.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{"hugepages-2Mi": resource.MustParse("8Mi"), corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{"hugepages-2Mi": resource.MustParse("8Mi"), corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+	}}}
+	r := ForPod(g, true, 100000)
+	if len(r.HugePageLimits) != 1 || r.HugePageLimits[2<<20] != 8<<20 {
+		t.Errorf("pod huge page limits %v, want 2Mi pages: 8Mi (the larger init container's)", r.HugePageLimits)
+	}
+	got := map[string]uint64{}
+	for _, l := range hugetlbLimits(r.HugePageLimits, []string{"2MB", "1GB", "64KB"}) {
+		got[l.Pagesize] = l.Limit
+	}
+	if want := map[string]uint64{"2MB": 8 << 20, "1GB": 0, "64KB": 0}; len(got) != 3 || got["2MB"] != want["2MB"] || got["1GB"] != 0 || got["64KB"] != 0 {
+		t.Errorf("hugetlb limits %v, want %v", got, want)
+	}
+	if r := ForPod(pod("be", nil, nil), true, 100000); r.HugePageLimits == nil || len(r.HugePageLimits) != 0 {
+		t.Errorf("a pod without huge pages: %v, want an empty (all sizes 0) map", r.HugePageLimits)
+	}
+	n := ForNode(corev1.ResourceList{"hugepages-1Gi": resource.MustParse("2Gi"), corev1.ResourceCPU: resource.MustParse("2")})
+	if len(n.HugePageLimits) != 1 || n.HugePageLimits[1<<30] != 2<<30 {
+		t.Errorf("kubepods huge page limits %v, want 1Gi pages: 2Gi", n.HugePageLimits)
+	}
+	if n := ForNode(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}); n.HugePageLimits != nil {
+		t.Errorf("allocatable without huge pages: kubepods limits %v, want hugetlb left alone", n.HugePageLimits)
 	}
 }

@@ -1,7 +1,10 @@
 package podcgroups
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/resources"
@@ -20,11 +23,35 @@ type Resources struct {
 	Memory *int64
 	// PidsLimit is pids.max.
 	PidsLimit *int64
+	// HugePageLimits maps a huge page size to its limit, both in bytes;
+	// nil leaves hugetlb alone, else every page size the host has and
+	// the map lacks is limited to 0 (the kubelet's rule: a pod uses only
+	// the huge pages it asked for).
+	HugePageLimits map[int64]int64
+}
+
+// hugePageLimits sums the hugepages-<size> quantities of rl by page size.
+func hugePageLimits(rl corev1.ResourceList) map[int64]int64 {
+	out := map[int64]int64{}
+	for name, q := range rl {
+		size, ok := strings.CutPrefix(string(name), corev1.ResourceHugePagesPrefix)
+		if !ok {
+			continue
+		}
+		ps, err := resource.ParseQuantity(size)
+		if err != nil {
+			continue // the API validates the name
+		}
+		out[ps.Value()] += q.Value()
+	}
+	return out
 }
 
 // ForPod is the pod cgroup's configuration as the kubelet's
-// ResourceConfigForPod computes it (pod-level resources included): CPU
-// shares from the summed CPU requests for every pod (2 for BestEffort);
+// ResourceConfigForPod computes it (pod-level resources and RuntimeClass
+// overhead included): the huge page limits of the hugepages-<size>
+// requests for every pod; CPU shares from the summed CPU requests for
+// every pod (2 for BestEffort);
 // for Guaranteed pods, and for Burstable pods whose every container (or
 // the pod level) limits the resource, the CFS quota over period
 // microseconds from the summed CPU limits (-1, unlimited, unless
@@ -73,13 +100,14 @@ func ForPod(pod *corev1.Pod, enforceCPULimits bool, period uint64) Resources {
 		minShares := uint64(resources.MinShares)
 		out.CPUShares = &minShares
 	}
+	out.HugePageLimits = hugePageLimits(reqs)
 	return out
 }
 
 // ForNode is the configuration of the node's pod cgroup (kubepods) from
 // what pods may use in all, as the kubelet enforces node allocatable:
-// CPU shares for the CPUs, the memory limit and the PIDs limit ("pid")
-// that alloc holds.
+// CPU shares for the CPUs, the memory limit, the PIDs limit ("pid") and
+// the huge page limits (hugepages-<size>) that alloc holds.
 func ForNode(alloc corev1.ResourceList) Resources {
 	var out Resources
 	if q, ok := alloc[corev1.ResourceCPU]; ok {
@@ -93,6 +121,12 @@ func ForNode(alloc corev1.ResourceList) Resources {
 	if q, ok := alloc["pid"]; ok {
 		v := q.Value()
 		out.PidsLimit = &v
+	}
+	// Only when alloc counts huge pages: the allocatable podsyncd computes
+	// holds none (no huge page capacity is measured), and an empty map
+	// would forbid every page size below kubepods.
+	if h := hugePageLimits(alloc); len(h) > 0 {
+		out.HugePageLimits = h
 	}
 	return out
 }
