@@ -10,7 +10,7 @@ DATA_DIR ?= /tmp/microlet-data
 MANIFEST_DIR ?= $(CURDIR)/examples/manifests
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help build hello-image run status get-pods get-node proto check-proto generate check-generate lint test test-deps ci clean
+.PHONY: help build hello-image run footprint status get-pods get-node proto check-proto generate check-generate lint test test-deps ci clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,6 +39,9 @@ get-pods: ## show the pods of a running `make run` (or: export MICROLET_RUN_DIR=
 
 get-node: ## show the Node of a running `make run`
 	$(BIN)/microlet get node --run-dir $(RUN_DIR)
+
+footprint: build hello-image ## start the stack standalone, wait until healthy and idle, print per-process CPU, RSS and PSS and their sum, stop it (SETTLE, SAMPLE)
+	hack/footprint.sh
 
 proto: ## regenerate the Go code from proto/ with buf
 	"$$(hack/tool.sh buf)" generate

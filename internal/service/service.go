@@ -21,6 +21,7 @@ import (
 	"github.com/microlet/microlet/internal/config"
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/grpcserver"
+	"github.com/microlet/microlet/internal/memtrim"
 	"github.com/microlet/microlet/internal/signals"
 	"github.com/microlet/microlet/internal/socket"
 	"github.com/microlet/microlet/internal/systemd"
@@ -141,6 +142,8 @@ func Execute(svc Service, args []string) int {
 	env.OnReady(notifier.Ready)
 	ctx, cancel := signals.Context()
 	defer cancel()
+	// Once serving, give back what only start-up needed (docs/footprint.md).
+	env.OnReady(func() { memtrim.AfterStartup(ctx, log) })
 
 	var metricsSrv *http.Server
 	if c.MetricsAddr != "" {

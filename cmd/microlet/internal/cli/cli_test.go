@@ -2,9 +2,12 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -152,5 +155,36 @@ func TestRunDirFromEnvironment(t *testing.T) {
 		if !strings.Contains(out.String()+errOut.String(), filepath.Join(dir, "podconfig.sock")) {
 			t.Errorf("%v looked elsewhere than %s: %q %q", args, dir, out.String(), errOut.String())
 		}
+	}
+}
+
+// TestStatusWide: -o wide measures each row's process from /proc (here this
+// test process twice, and a pid that does not exist) and sums them; with a
+// sample window CPU is in cores.
+func TestStatusWide(t *testing.T) {
+	rep := &statusReport{Components: []statusRow{
+		{Name: "a", Health: "SERVING", PID: os.Getpid(), Restarts: 0},
+		{Name: "b", Health: "SERVING", PID: os.Getpid(), Restarts: 0},
+		{Name: "gone", Health: "DOWN", PID: 1 << 30, Restarts: 0},
+	}}
+	if err := measure(context.Background(), rep, t.TempDir(), 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	a, gone := rep.Components[0], rep.Components[2]
+	if a.RSSBytes < 1<<20 || a.PSSBytes == 0 || a.CPUSeconds <= 0 && a.CPUCores < 0 {
+		t.Fatalf("row a = %+v", a)
+	}
+	if gone.RSSBytes != 0 || gone.PSSBytes != 0 {
+		t.Fatalf("a missing process was measured: %+v", gone)
+	}
+	if rep.Total == nil || rep.Total.RSSBytes < 2*a.RSSBytes-(1<<20) || rep.SampleSeconds < 0.05 {
+		t.Fatalf("total %+v over %.3fs", rep.Total, rep.SampleSeconds)
+	}
+	var out bytes.Buffer
+	printStatus(&out, rep, true)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 5 || !strings.Contains(lines[0], "CPU(cores)") || !strings.Contains(lines[0], "PSS(MiB)") ||
+		!strings.HasPrefix(lines[4], "TOTAL") || !regexp.MustCompile(`^gone\s+DOWN\s+\d+\s+0\s+-\s+-\s+-\s+-`).MatchString(lines[3]) {
+		t.Fatalf("wide table:\n%s", out.String())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,6 +56,12 @@ type Config struct {
 	// ones the supervisor builds (so they win), e.g.
 	//   args: {cloudsyncd: ["--cloud-provider=static"]}
 	Args map[string][]string `yaml:"args"`
+
+	// Env are extra environment variables per service ("NAME=value"),
+	// after the supervisor's own environment and the Go runtime defaults
+	// of ServiceEnv (so they win), e.g.
+	//   env: {podsyncd: ["GOMEMLIMIT=300MiB"]}
+	Env map[string][]string `yaml:"env"`
 }
 
 // DefaultConfig returns the defaults of `microlet run`.
@@ -147,17 +154,56 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("manifest_url %q: want an http:// or https:// URL", c.ManifestURL)
 		}
 	}
-	names := make([]string, 0, len(c.Args))
-	for n := range c.Args {
-		names = append(names, n)
+	for key, m := range map[string]map[string][]string{"args": c.Args, "env": c.Env} {
+		names := make([]string, 0, len(m))
+		for n := range m {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if _, err := components.Get(n); err != nil || n == components.Supervisor {
+				return fmt.Errorf("%s: unknown service %q (want one of %s)", key, n, strings.Join(serviceNames(), ", "))
+			}
+		}
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		if _, err := components.Get(n); err != nil || n == components.Supervisor {
-			return fmt.Errorf("args: unknown service %q (want one of %s)", n, strings.Join(serviceNames(), ", "))
+	for _, n := range serviceNames() {
+		for _, kv := range c.Env[n] {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+				return fmt.Errorf("env: %s: %q is not NAME=value", n, kv)
+			}
 		}
 	}
 	return nil
+}
+
+// serviceGC are the Go runtime settings the supervisor gives each service
+// unless its own environment or env says otherwise. GOGC=50 collects once
+// the heap grew by half instead of doubling, which an idle service's heap
+// (a few MiB live) affords; GOMEMLIMIT is a soft limit about twice what each
+// service used with 110 pods (docs/footprint.md), so a burst makes the
+// collector work harder before the node feels it, never a hard cap.
+var serviceGC = map[string][]string{
+	components.PodConfig:   {"GOGC=50", "GOMEMLIMIT=64MiB"},
+	components.Statusd:     {"GOGC=50", "GOMEMLIMIT=96MiB"},
+	components.NodeStatusd: {"GOGC=50", "GOMEMLIMIT=64MiB"},
+	components.CloudSyncd:  {"GOGC=50", "GOMEMLIMIT=64MiB"},
+	components.RuntimeShim: {"GOGC=50", "GOMEMLIMIT=256MiB"},
+	components.NodeAPI:     {"GOGC=50", "GOMEMLIMIT=96MiB"},
+	components.PodSyncd:    {"GOGC=50", "GOMEMLIMIT=128MiB"},
+}
+
+// ServiceEnv is the environment of the named service's process: the
+// supervisor's own (environ), then serviceGC's defaults for the variables
+// environ does not set, then the service's env entries.
+func (c *Config) ServiceEnv(name string, environ []string) []string {
+	out := slices.Clone(environ)
+	for _, kv := range serviceGC[name] {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(environ, func(e string) bool { return strings.HasPrefix(e, k+"=") }) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, c.Env[name]...)
 }
 
 // External reports whether the named component is served by something the

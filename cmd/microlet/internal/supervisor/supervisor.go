@@ -22,6 +22,7 @@ import (
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/grpcserver"
+	"github.com/microlet/microlet/internal/memtrim"
 	"github.com/microlet/microlet/internal/nodecreds"
 	"github.com/microlet/microlet/internal/socket"
 	supervisorv1 "github.com/microlet/microlet/proto/microlet/supervisor/v1"
@@ -105,6 +106,7 @@ type child struct {
 	endpoint string
 	binary   string
 	args     []string
+	env      []string
 	ready    chan struct{}
 	readyMu  sync.Once
 
@@ -158,6 +160,7 @@ func New(cfg *Config, opts ...Option) (*Supervisor, error) {
 			}
 			c.binary = bin
 			c.args = cfg.ChildArgs(comp.Name)
+			c.env = cfg.ServiceEnv(comp.Name, os.Environ())
 			// Every series exists from the start, so a rate() sees the first restart.
 			s.metrics.restarts.WithLabelValues(c.name).Add(0)
 			s.metrics.up.WithLabelValues(c.name).Set(0)
@@ -278,6 +281,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			allReady = nil
 			srv.SetServing(true)
 			s.log.Info("all services serving")
+			memtrim.AfterStartup(ctx, s.log)
 		}
 	}
 
@@ -387,6 +391,7 @@ func (s *Supervisor) start(c *child) (*process, error) {
 		return nil, errStopping
 	}
 	cmd := exec.Command(c.binary, c.args...)
+	cmd.Env = c.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	p := &process{cmd: cmd, done: make(chan struct{}), outDone: make(chan struct{}), last: &lastLine{}}
 	outR, outW, err := os.Pipe()

@@ -94,6 +94,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"endpoint scheme", func(c *Config) { c.RuntimeEndpoint = "tcp://1.2.3.4:5" }, "runtime_endpoint"},
 		{"manifest url", func(c *Config) { c.ManifestURL = "file:///x" }, "manifest_url"},
 		{"args key", func(c *Config) { c.Args = map[string][]string{"kubelet": nil} }, `args: unknown service "kubelet"`},
+		{"env key", func(c *Config) { c.Env = map[string][]string{"microlet": nil} }, `env: unknown service "microlet"`},
+		{"env entry", func(c *Config) { c.Env = map[string][]string{"podsyncd": {"GOGC"}} }, `env: podsyncd: "GOGC" is not NAME=value`},
 		{"long run dir", func(c *Config) { c.RunDir = "/" + strings.Repeat("x", 100) }, "longer than"},
 		{"shutdown timeout", func(c *Config) { c.ShutdownTimeout = -time.Second }, "shutdown_timeout"},
 		{"bootstrap without kubeconfig", func(c *Config) { c.BootstrapKubeconfig = "/etc/b" }, "bootstrap_kubeconfig needs kubeconfig"},
@@ -110,6 +112,39 @@ func TestValidateNamesTheKey(t *testing.T) {
 				t.Fatalf("Validate() = %v, want an error naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestServiceEnv: every service gets the GC defaults, the supervisor's own
+// environment beats them, and env entries beat both.
+func TestServiceEnv(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Env = map[string][]string{components.PodSyncd: {"GOMEMLIMIT=1GiB"}}
+	lookup := func(env []string, k string) (string, int) {
+		v, n := "", 0
+		for _, e := range env {
+			if val, ok := strings.CutPrefix(e, k+"="); ok {
+				v, n = val, n+1
+			}
+		}
+		return v, n
+	}
+	for _, c := range components.All {
+		env := cfg.ServiceEnv(c.Name, []string{"PATH=/bin", "GOGC=200"})
+		if v, _ := lookup(env, "PATH"); v != "/bin" {
+			t.Errorf("%s: PATH not inherited: %q", c.Name, env)
+		}
+		// The operator's GOGC wins over the default and is not repeated.
+		if v, n := lookup(env, "GOGC"); v != "200" || n != 1 {
+			t.Errorf("%s: GOGC = %q (%d times), want the inherited 200 once", c.Name, v, n)
+		}
+		if v, _ := lookup(cfg.ServiceEnv(c.Name, nil), "GOGC"); v == "" {
+			t.Errorf("%s: no GOGC default", c.Name)
+		}
+	}
+	// exec.Cmd keeps the last of repeated variables: env's entry comes last.
+	if env := cfg.ServiceEnv(components.PodSyncd, nil); env[len(env)-1] != "GOMEMLIMIT=1GiB" {
+		t.Errorf("podsyncd env %q does not end with its env entry", env)
 	}
 }
 
