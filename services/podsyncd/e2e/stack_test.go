@@ -39,7 +39,13 @@ type stack struct {
 // startStack starts a node; podsyncdArgs are added to podsyncd's flags.
 func startStack(t testing.TB, podsyncdArgs ...string) *stack {
 	t.Helper()
-	n := node.Start(t, node.Options{Args: map[string][]string{components.PodSyncd: podsyncdArgs}})
+	return startStackArgs(t, map[string][]string{components.PodSyncd: podsyncdArgs})
+}
+
+// startStackArgs starts a node with extra flags per service.
+func startStackArgs(t testing.TB, args map[string][]string) *stack {
+	t.Helper()
+	n := node.Start(t, node.Options{Args: args})
 	return &stack{Node: n, t: t, node: n.Name, runDir: n.RunDir, manifestDir: n.ManifestDir, logDir: n.LogDir,
 		admin: n.Admin, image: n.Image, bins: n.Bins, out: n.Out}
 }
