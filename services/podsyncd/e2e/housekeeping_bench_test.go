@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -15,13 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/procinfo"
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // BenchmarkHousekeeping measures what a node costs in steady state with 110
@@ -41,9 +37,10 @@ import (
 // client: podsyncd makes nearly all, nodestatusd and nodeapi a few).
 // A benchmark, so never part of `make test`; run it with
 //
-//	go test -run '^$' -bench Housekeeping -benchtime 1x -timeout 60m ./services/podsyncd/e2e/
+//	flock /tmp/microlet-bench.lock go test -run '^$' -bench Housekeeping -benchtime 1x -timeout 60m ./services/podsyncd/e2e/
 //
-// MICROLET_BENCH_PODS=30 picks another pod count.
+// MICROLET_BENCH_PODS=30 picks another pod count. The numbers and the
+// kubelet's budget beside them are in docs/podsyncd.md.
 func BenchmarkHousekeeping(b *testing.B) {
 	pods := 110
 	if env := os.Getenv("MICROLET_BENCH_PODS"); env != "" {
@@ -213,24 +210,14 @@ func (s *stack) runPods(b *testing.B, n int) {
 
 // criCalls is runtime-shim's grpc_server_handled_total summed by method.
 func criCalls(b *testing.B, addr string) map[string]float64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
+	m, err := testenv.ScrapeMetrics(context.Background(), "http://"+addr+"/metrics")
 	if err != nil {
 		b.Fatalf("runtime-shim metrics: %v", err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		b.Fatal(err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		b.Fatalf("parse runtime-shim metrics: %v", err)
-	}
 	out := map[string]float64{}
-	for _, m := range mfs["grpc_server_handled_total"].GetMetric() {
+	for _, series := range m["grpc_server_handled_total"].GetMetric() {
 		var svc, method string
-		for _, l := range m.GetLabel() {
+		for _, l := range series.GetLabel() {
 			switch l.GetName() {
 			case "grpc_service":
 				svc = l.GetValue()
@@ -239,7 +226,7 @@ func criCalls(b *testing.B, addr string) map[string]float64 {
 			}
 		}
 		if strings.HasPrefix(svc, "runtime.v1.") {
-			out[method] += m.GetCounter().GetValue()
+			out[method] += series.GetCounter().GetValue()
 		}
 	}
 	return out
