@@ -378,7 +378,7 @@ func TestNodeCreatedWithDeclaredFeatures(t *testing.T) {
 	cp := controlplane.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
-	const name = "nsd-declared-1"
+	const name = "nsd-created-1"
 	admin := adminClient(t, cp)
 	// A fresh API server's watch cache can answer "too large resource
 	// version" at first: the retry watcher resumes from the listed version.
