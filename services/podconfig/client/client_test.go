@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -24,8 +24,7 @@ import (
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 
 	"github.com/microlet/microlet/internal/grpcclient"
-	"github.com/microlet/microlet/internal/grpcserver"
-	"github.com/microlet/microlet/internal/service"
+	"github.com/microlet/microlet/internal/service/servicetest"
 	"github.com/microlet/microlet/internal/socket"
 	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/services/podconfig/internal/server"
@@ -54,26 +53,7 @@ func startPodconfig(t *testing.T, dir string) (sock, manifests string) {
 	cfg := s.Config().(*server.Config)
 	cfg.NodeName = "node1"
 	cfg.ManifestDir = manifests
-	log := testLog(t)
-	reg := prometheus.NewRegistry()
-	env := &service.Env{Log: log, Registry: reg, Common: &cfg.Common, Server: grpcserver.New(log, grpcserver.WithRegistry(reg))}
-	if err := s.Register(env); err != nil {
-		t.Fatal(err)
-	}
-	sock = filepath.Join(dir, "pc.sock")
-	lis, err := socket.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = env.Server.Serve(lis) }()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = s.Run(ctx, env); close(done) }()
-	t.Cleanup(func() {
-		cancel()
-		env.Server.Stop(5 * time.Second)
-		<-done
-	})
+	sock = servicetest.Start(t, s, filepath.Join(dir, "pc.sock")).Socket
 	return sock, manifests
 }
 
@@ -308,14 +288,7 @@ func startFake(t *testing.T, f *fakeServer) podconfigv1.PodConfigServiceClient {
 	t.Helper()
 	dir := testenv.ShortDir(t, "pcf")
 	sock := filepath.Join(dir, "pc.sock")
-	srv := grpcserver.New(testLog(t))
-	podconfigv1.RegisterPodConfigServiceServer(srv.GRPC(), f)
-	lis, err := socket.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() { srv.Stop(time.Second) })
+	servicetest.Serve(t, sock, func(s *grpc.Server) { podconfigv1.RegisterPodConfigServiceServer(s, f) })
 	return dial(t, sock)
 }
 

@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,17 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/microlet/microlet/internal/grpcclient"
-	"github.com/microlet/microlet/internal/grpcserver"
-	"github.com/microlet/microlet/internal/service"
-	"github.com/microlet/microlet/internal/socket"
+	"github.com/microlet/microlet/internal/service/servicetest"
 	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
@@ -145,20 +139,16 @@ type rigOpts struct {
 
 func startRig(t *testing.T, o rigOpts) *rig {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "nsd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	r := &rig{t: t, dir: dir, cri: &fakeCRI{ready: !o.criNotReady, images: o.images}, cloud: &fakeCloud{}, logs: &testenv.LockedBuffer{}}
+	dir := testenv.ShortDir(t, "nsd")
+	r := &rig{t: t, dir: dir, cri: &fakeCRI{ready: !o.criNotReady, images: o.images}, cloud: &fakeCloud{}}
 	if !o.noCRI {
-		serveUnix(t, filepath.Join(dir, "runtime.sock"), func(s *grpc.Server) {
+		servicetest.Serve(t, filepath.Join(dir, "runtime.sock"), func(s *grpc.Server) {
 			runtimeapi.RegisterRuntimeServiceServer(s, r.cri)
 			runtimeapi.RegisterImageServiceServer(s, r.cri)
 		})
 	}
 	if !o.noCloud {
-		serveUnix(t, filepath.Join(dir, "cloudsyncd.sock"), func(s *grpc.Server) { cloudsyncv1.RegisterCloudSyncServiceServer(s, r.cloud) })
+		servicetest.Serve(t, filepath.Join(dir, "cloudsyncd.sock"), func(s *grpc.Server) { cloudsyncv1.RegisterCloudSyncServiceServer(s, r.cloud) })
 	}
 	s := New()
 	s.cfg.RunDir = dir
@@ -170,44 +160,11 @@ func startRig(t *testing.T, o rigOpts) *rig {
 		o.mutate(&s.cfg)
 	}
 	r.srv = s
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, r.logs), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	reg := prometheus.NewRegistry()
-	env := &service.Env{Log: log, Registry: reg, Common: &s.cfg.Common, Server: grpcserver.New(log, grpcserver.WithRegistry(reg))}
-	if err := s.Register(env); err != nil {
-		t.Fatal(err)
-	}
-	lis, err := socket.Listen(s.cfg.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = env.Server.Serve(lis) }()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = s.Run(ctx, env); close(done) }()
-	t.Cleanup(func() {
-		cancel()
-		env.Server.Stop(5 * time.Second)
-		<-done
-	})
-	cc, err := grpcclient.Dial(s.cfg.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
+	running := servicetest.Start(t, s, s.cfg.Socket, servicetest.WithLogLevel(slog.LevelWarn))
+	r.logs = running.Logs
+	cc := running.Dial(t)
 	r.client = nodestatusv1.NewNodeStatusServiceClient(cc)
 	return r
-}
-
-func serveUnix(t *testing.T, path string, register func(*grpc.Server)) {
-	t.Helper()
-	lis, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	register(srv)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
 }
 
 // getNode asks the service for its Node, waiting for the first one.

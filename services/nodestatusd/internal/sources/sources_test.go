@@ -2,7 +2,6 @@ package sources
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/microlet/microlet/internal/service/servicetest"
+	"github.com/microlet/microlet/internal/testenv"
 	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
 )
 
@@ -45,20 +46,8 @@ func (f *fakeCRI) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*r
 
 func serve(t *testing.T, register func(*grpc.Server)) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "nsd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	path := filepath.Join(dir, "s.sock")
-	lis, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	register(srv)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
+	path := filepath.Join(testenv.ShortDir(t, "nsd"), "s.sock")
+	servicetest.Serve(t, path, register)
 	return "unix://" + path
 }
 

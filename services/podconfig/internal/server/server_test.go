@@ -17,9 +17,9 @@ import (
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 
 	"github.com/microlet/microlet/internal/grpcclient"
-	"github.com/microlet/microlet/internal/grpcserver"
-	"github.com/microlet/microlet/internal/service"
+	"github.com/microlet/microlet/internal/service/servicetest"
 	"github.com/microlet/microlet/internal/socket"
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/services/podconfig/internal/stream"
 )
 
@@ -36,12 +36,8 @@ type harness struct {
 
 func start(t *testing.T, mutate func(*Server)) *harness {
 	t.Helper()
-	run, err := os.MkdirTemp("/tmp", "pc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(run) })
-	h := &harness{t: t, dir: filepath.Join(run, "manifests"), sock: filepath.Join(run, "pc.sock"), reg: prometheus.NewRegistry()}
+	run := testenv.ShortDir(t, "pc")
+	h := &harness{t: t, dir: filepath.Join(run, "manifests"), sock: filepath.Join(run, "pc.sock")}
 	if err := os.Mkdir(h.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -52,34 +48,9 @@ func start(t *testing.T, mutate func(*Server)) *harness {
 	if mutate != nil {
 		mutate(s)
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	env := &service.Env{Log: log, Registry: h.reg, Common: &s.cfg.Common,
-		Server: grpcserver.New(log, grpcserver.WithRegistry(h.reg))}
-	if err := s.Register(env); err != nil {
-		t.Fatal(err)
-	}
-	lis, err := socket.Listen(h.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = env.Server.Serve(lis) }()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = s.Run(ctx, env); close(done) }()
-	t.Cleanup(func() {
-		cancel()
-		env.Server.Stop(5 * time.Second)
-		<-done
-	})
+	h.reg = servicetest.Start(t, s, h.sock, servicetest.WithLogLevel(slog.LevelWarn)).Env.Registry
 	h.client = h.dial()
 	return h
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 func (h *harness) dial(opts ...grpc.DialOption) podconfigv1.PodConfigServiceClient {
@@ -119,32 +90,33 @@ func (h *harness) write(file, content string) {
 
 func (h *harness) waitReady() {
 	h.t.Helper()
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
+	testenv.Eventually(h.t, "sources ready", wait, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		r, err := h.client.SourcesReady(ctx, &podconfigv1.SourcesReadyRequest{})
-		cancel()
-		if err == nil && r.GetAllReady() {
-			return
+		if err == nil && !r.GetAllReady() {
+			err = fmt.Errorf("sources %v", r.GetSources())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	h.t.Fatal("sources never became ready")
+		return err
+	})
 }
 
 // waitPods polls ListPods until cond holds.
 func (h *harness) waitPods(what string, cond func([]*podconfigv1.PodSummary) bool) *podconfigv1.ListPodsResponse {
 	h.t.Helper()
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
+	var got *podconfigv1.ListPodsResponse
+	testenv.Eventually(h.t, what, wait, func() error {
 		r, err := h.client.ListPods(context.Background(), &podconfigv1.ListPodsRequest{})
-		if err == nil && cond(r.GetPods()) {
-			return r
+		if err != nil {
+			return err
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	h.t.Fatalf("timed out waiting for %s", what)
-	return nil
+		if !cond(r.GetPods()) {
+			return fmt.Errorf("%d pods", len(r.GetPods()))
+		}
+		got = r
+		return nil
+	})
+	return got
 }
 
 type recv struct {
@@ -410,17 +382,16 @@ func TestBadManifestIsReported(t *testing.T) {
 	h.waitReady()
 	h.waitPods("good", func(p []*podconfigv1.PodSummary) bool { return len(p) == 1 && p[0].GetName() == "good-node1" })
 	var src *podconfigv1.SourceState
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
+	testenv.Eventually(t, "the bad manifest reported", wait, func() error {
 		r, err := h.client.SourcesReady(context.Background(), &podconfigv1.SourcesReadyRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if src = r.GetSources()[0]; src.GetLastError() != "" {
-			break
+		if src = r.GetSources()[0]; src.GetLastError() == "" {
+			return fmt.Errorf("source %v", src)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if src.GetName() != "file" || !src.GetReady() || src.GetPods() != 1 ||
 		!strings.Contains(src.GetLastError(), "bad.yaml") || !strings.Contains(src.GetLastError(), "spec.containers[0].image") {
 		t.Fatalf("source state = %v", src)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/service/servicetest"
+	"github.com/microlet/microlet/internal/testenv"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
 	"github.com/microlet/microlet/services/statusd/internal/cache"
 	"github.com/microlet/microlet/services/statusd/internal/store"
@@ -25,25 +25,14 @@ import (
 // Standalone: the API over a real unix socket, with Watch, List and the
 // error codes, and nothing but the local store behind it.
 func TestAPIStandaloneOverSocket(t *testing.T) {
-	dir, err := os.MkdirTemp("/tmp", "sdapi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = os.RemoveAll(dir) }()
+	dir := testenv.ShortDir(t, "sdapi")
 	st, err := store.Open(DBPath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = st.Close() }()
 	a := &api{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	srv := grpc.NewServer()
-	statusdv1.RegisterStatusServiceServer(srv, a)
-	lis, err := net.Listen("unix", filepath.Join(dir, "s.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
+	servicetest.Serve(t, filepath.Join(dir, "s.sock"), func(s *grpc.Server) { statusdv1.RegisterStatusServiceServer(s, a) })
 	cc, err := grpcclient.Dial("unix://" + filepath.Join(dir, "s.sock"))
 	if err != nil {
 		t.Fatal(err)

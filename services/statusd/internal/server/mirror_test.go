@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"net"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/podsource"
+	"github.com/microlet/microlet/internal/service/servicetest"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 )
 
@@ -86,15 +86,8 @@ func startFakePodConfig(t *testing.T) (*fakePodConfig, podconfigv1.PodConfigServ
 	}
 	t.Cleanup(func() { removeAll(dir) })
 	sock := filepath.Join(dir, "podconfig.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	f := &fakePodConfig{sets: map[string][][]byte{}}
-	srv := grpc.NewServer()
-	podconfigv1.RegisterPodConfigServiceServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
+	servicetest.Serve(t, sock, func(s *grpc.Server) { podconfigv1.RegisterPodConfigServiceServer(s, f) })
 	cc, err := grpcclient.Dial("unix://" + sock)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,107 @@
+package servicetest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/grpcserver"
+	"github.com/microlet/microlet/internal/service"
+	"github.com/microlet/microlet/internal/socket"
+	"github.com/microlet/microlet/internal/testenv"
+)
+
+// Running is a service started by Start.
+type Running struct {
+	// Socket is the unix socket the service listens on.
+	Socket string
+	// Env is the environment the service was registered and run with; its
+	// Registry holds the service's metrics.
+	Env *service.Env
+	// Logs is everything the service logged at the Start option's level
+	// (Info by default), also written to t.Log.
+	Logs *testenv.LockedBuffer
+}
+
+type options struct {
+	level slog.Level
+}
+
+// Option configures Start.
+type Option func(*options)
+
+// WithLogLevel sets the lowest level the service's logger passes on.
+func WithLogLevel(l slog.Level) Option { return func(o *options) { o.level = l } }
+
+// Start registers svc (its Config already set by the test), serves it on
+// sock and runs it until the test ends. A Register error fails t.
+func Start(t testing.TB, svc service.Service, sock string, opts ...Option) *Running {
+	t.Helper()
+	o := options{level: slog.LevelInfo}
+	for _, f := range opts {
+		f(&o)
+	}
+	r := &Running{Socket: sock, Logs: &testenv.LockedBuffer{}}
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(tbWriter{t}, r.Logs), &slog.HandlerOptions{Level: o.level}))
+	reg := prometheus.NewRegistry()
+	r.Env = &service.Env{Log: log, Registry: reg, Common: svc.Config().CommonConfig(), Server: grpcserver.New(log, grpcserver.WithRegistry(reg))}
+	if err := svc.Register(r.Env); err != nil {
+		t.Fatalf("register %s: %v", svc.Name(), err)
+	}
+	lis, err := socket.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = r.Env.Server.Serve(lis) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = svc.Run(ctx, r.Env); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		r.Env.Server.Stop(5 * time.Second)
+		<-done
+	})
+	return r
+}
+
+// Dial connects to the service's socket; the connection closes when the
+// test ends.
+func (r *Running) Dial(t testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpcclient.Dial(socket.Endpoint(r.Socket), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// tbWriter hands each log line to t.Log.
+type tbWriter struct{ t testing.TB }
+
+func (w tbWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// Serve serves the gRPC services register adds (fakes of a service's
+// peers: a CRI runtime, cloudsyncd) on a unix socket at sock until the test
+// ends.
+func Serve(t testing.TB, sock string, register func(*grpc.Server)) {
+	t.Helper()
+	lis, err := socket.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	register(srv)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+}
