@@ -17,12 +17,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/containerlogs"
 	"github.com/microlet/microlet/services/podsyncd/internal/dns"
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
+	"github.com/microlet/microlet/services/podsyncd/internal/pullmanager"
+	"github.com/microlet/microlet/services/podsyncd/internal/pullsecrets"
 	"github.com/microlet/microlet/services/podsyncd/internal/securitycontext"
 	"github.com/microlet/microlet/services/podsyncd/internal/volumes"
 )
@@ -92,9 +95,13 @@ type Options struct {
 	// CgroupParent names the pod's cgroup for its sandbox
 	// (LinuxPodSandboxConfig.cgroup_parent); nil leaves it to the runtime.
 	CgroupParent func(*corev1.Pod) string
-	// Credentials are the node's image credentials (credential provider
-	// plugins); nil has none.
-	Credentials Credentials
+	// Credentials are the node's image credentials, tried in order after
+	// the pod's pull secrets: the docker config files, then the credential
+	// provider plugins, as the kubelet's union keyring; none has none.
+	Credentials []Credentials
+	// PullRecords verifies a pod's credentials for images already present
+	// (KubeletEnsureSecretPulledImages); nil lets every pod use them.
+	PullRecords *pullmanager.Manager
 }
 
 // Reason is a container's waiting reason remembered between syncs.
@@ -716,6 +723,11 @@ func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 // credentials, recording the pull's events on ref and a failure's reason
 // (ErrImagePull, ImagePullBackOff, ErrImageNeverPull) on container c. It
 // is the image's reference for the runtime.
+//
+// With pull records (PullRecords), a present image is used only when the
+// verification policy lets the pod have it; otherwise the pod must pull it
+// with its own credentials (IfNotPresent), or, with Never, is told the
+// image is not present, as the kubelet does not to reveal it.
 func (m *Manager) ensure(ctx context.Context, pod *corev1.Pod, c *corev1.Container, ref runtime.Object, image string, policy corev1.PullPolicy) (string, error) {
 	spec := &runtimeapi.ImageSpec{Image: image}
 	if policy == "" {
@@ -728,9 +740,22 @@ func (m *Manager) ensure(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 			present = st.Image.Id
 		}
 	}
+	creds := sync.OnceValue(func() []pullsecrets.Cred { return m.pullAuths(ctx, pod, image) })
 	if present != "" {
-		m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulled, "Container image %q already present on machine", image)
-		return present, nil
+		if m.opts.PullRecords == nil {
+			m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulled, "Container image %q already present on machine", image)
+			return present, nil
+		}
+		mustPull, err := m.opts.PullRecords.MustAttemptImagePull(ctx, image, present,
+			func() ([]kubeletv1beta1.ImagePullSecret, error) { return podSecrets(creds()), nil })
+		if err != nil {
+			m.setReason(pod.UID, c.Name, &Reason{ReasonErrImagePull, err.Error()})
+			return "", err
+		}
+		if !mustPull {
+			m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulled, "Container image %q already present on machine and can be accessed by the pod", image)
+			return present, nil
+		}
 	}
 	if policy == corev1.PullNever {
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
@@ -746,14 +771,27 @@ func (m *Manager) ensure(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 		m.setReason(pod.UID, c.Name, &Reason{ReasonImagePullBackOff, msg})
 		return "", errors.New(msg)
 	}
+	if m.opts.PullRecords != nil {
+		if err := m.opts.PullRecords.RecordPullIntent(image); err != nil {
+			msg := fmt.Sprintf("Failed to record image pull intent for container image %q: %v", image, err)
+			m.setReason(pod.UID, c.Name, &Reason{ReasonErrImagePull, msg})
+			return "", errors.New(msg)
+		}
+	}
 	m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulling, "Pulling image %q", image)
-	resp, err := m.pull(ctx, spec, m.pullAuths(ctx, pod, image))
+	resp, used, err := m.pull(ctx, spec, creds())
 	if err != nil {
+		if m.opts.PullRecords != nil {
+			m.opts.PullRecords.RecordImagePullFailed(image)
+		}
 		m.pulls.Next(key, now)
 		msg := fmt.Sprintf("Failed to pull image %q: %v", image, err)
 		m.opts.Recorder.Event(ref, corev1.EventTypeWarning, events.Failed, msg)
 		m.setReason(pod.UID, c.Name, &Reason{ReasonErrImagePull, msg})
 		return "", errors.New(msg)
+	}
+	if m.opts.PullRecords != nil {
+		m.opts.PullRecords.RecordImagePulled(image, resp.ImageRef, pulledWith(used))
 	}
 	m.pulls.Reset(key)
 	m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulled, "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/pullsecrets"
 )
@@ -15,21 +16,23 @@ import (
 // pull secret cannot be read.
 const failedToRetrieveImagePullSecret = "FailedToRetrieveImagePullSecret"
 
-// Credentials are the node's own image credentials (credential provider
-// plugins): registry location → credentials for an image.
+// Credentials are a source of the node's own image credentials (docker
+// config files, credential provider plugins): registry location →
+// credentials for an image.
 type Credentials interface {
 	Provide(ctx context.Context, image string) map[string]pullsecrets.Entry
 }
 
 // pullAuths are the credentials to try for image: the pod's image pull
-// secrets' first, then the node's (credential provider plugins), as the
-// kubelet's union keyring; none means an anonymous pull.
-func (m *Manager) pullAuths(ctx context.Context, pod *corev1.Pod, image string) []*runtimeapi.AuthConfig {
+// secrets' first, then the node's (docker config files, credential
+// provider plugins), as the kubelet's union keyring; none means an
+// anonymous pull.
+func (m *Manager) pullAuths(ctx context.Context, pod *corev1.Pod, image string) []pullsecrets.Cred {
 	repo, err := pullsecrets.Repository(image)
 	if err != nil {
 		return nil // the pull itself reports the bad name
 	}
-	var out []*runtimeapi.AuthConfig
+	var out []pullsecrets.Cred
 	if len(pod.Spec.ImagePullSecrets) > 0 && m.opts.Objects != nil {
 		k, failed, errs := pullsecrets.ForPod(ctx, m.opts.Objects, pod)
 		if len(failed) > 0 {
@@ -41,29 +44,52 @@ func (m *Manager) pullAuths(ctx context.Context, pod *corev1.Pod, image string) 
 		}
 		out = k.Lookup(repo)
 	}
-	if m.opts.Credentials != nil {
+	for _, src := range m.opts.Credentials {
 		var k pullsecrets.Keyring
-		if err := k.Add(m.opts.Credentials.Provide(ctx, image)); err != nil {
-			m.log.Warn("credential provider entry not usable", "image", image, "err", err)
+		if err := k.Add(src.Provide(ctx, image)); err != nil {
+			m.log.Warn("node credential entry not usable", "image", image, "err", err)
 		}
 		out = append(out, k.Lookup(repo)...)
 	}
 	return out
 }
 
+// podSecrets are the pull secrets among creds (the pod's credentials for
+// pull-credential verification).
+func podSecrets(creds []pullsecrets.Cred) []kubeletv1beta1.ImagePullSecret {
+	var out []kubeletv1beta1.ImagePullSecret
+	for _, c := range creds {
+		if c.Secret != nil {
+			out = append(out, kubeletv1beta1.ImagePullSecret{UID: c.Secret.UID, Namespace: c.Secret.Namespace, Name: c.Secret.Name, CredentialHash: c.Hash})
+		}
+	}
+	return out
+}
+
+// pulledWith is what a pull record says of the credential that worked:
+// its secret, or access for every pod (node credentials, or none).
+func pulledWith(c *pullsecrets.Cred) *kubeletv1beta1.ImagePullCredentials {
+	if c == nil || c.Secret == nil {
+		return &kubeletv1beta1.ImagePullCredentials{NodePodsAccessible: true}
+	}
+	return &kubeletv1beta1.ImagePullCredentials{KubernetesSecrets: podSecrets([]pullsecrets.Cred{*c})}
+}
+
 // pull pulls with each credential in turn until one works, as the kubelet
-// does (anonymously when there are none); the error aggregates every attempt's.
-func (m *Manager) pull(ctx context.Context, spec *runtimeapi.ImageSpec, auths []*runtimeapi.AuthConfig) (*runtimeapi.PullImageResponse, error) {
-	if len(auths) == 0 {
-		return m.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec})
+// does (anonymously when there are none), and returns the one that
+// worked (nil: anonymous); the error aggregates every attempt's.
+func (m *Manager) pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []pullsecrets.Cred) (*runtimeapi.PullImageResponse, *pullsecrets.Cred, error) {
+	if len(creds) == 0 {
+		resp, err := m.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec})
+		return resp, nil, err
 	}
 	var errs []error
-	for _, a := range auths {
-		resp, err := m.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, Auth: a})
+	for i := range creds {
+		resp, err := m.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, Auth: creds[i].Auth})
 		if err == nil {
-			return resp, nil
+			return resp, &creds[i], nil
 		}
 		errs = append(errs, err)
 	}
-	return nil, utilerrors.NewAggregate(errs)
+	return nil, nil, utilerrors.NewAggregate(errs)
 }

@@ -1,7 +1,9 @@
 package pullsecrets
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -31,19 +33,41 @@ type Entry struct {
 	RegistryToken string `json:"registrytoken,omitempty"`
 }
 
+// SecretRef names the pull secret a credential came from.
+type SecretRef struct {
+	UID, Namespace, Name string
+}
+
+// Cred is one credential of a keyring and where it came from, as the
+// kubelet tracks it for pull-credential verification.
+type Cred struct {
+	Auth *runtimeapi.AuthConfig
+	// Hash is the kubelet's credential hash: SHA-256 of the JSON of the
+	// user name, password and e-mail, so a record written by either
+	// agent matches the same secret contents.
+	Hash string
+	// Secret is the pull secret the credential came from; nil for the
+	// node's own credentials (docker config files, credential provider
+	// plugins), which every pod on the node may use.
+	Secret *SecretRef
+}
+
 // Keyring holds credentials by registry key ("host[:port][/path]"),
 // keys sorted from the most specific.
 type Keyring struct {
 	keys  []string
-	creds map[string][]*runtimeapi.AuthConfig
+	creds map[string][]Cred
 }
 
-// Add adds a docker config's entries (registry location → credentials).
-// A location may carry a scheme and Docker's /v1/ or /v2/ path, which do
-// not count; an entry with "auth" takes the user and password from it.
-func (k *Keyring) Add(cfg map[string]Entry) error {
+// Add adds a docker config's entries (registry location → credentials)
+// as node-wide credentials. A location may carry a scheme and Docker's
+// /v1/ or /v2/ path, which do not count; an entry with "auth" takes the
+// user and password from it.
+func (k *Keyring) Add(cfg map[string]Entry) error { return k.add(nil, cfg) }
+
+func (k *Keyring) add(src *SecretRef, cfg map[string]Entry) error {
 	if k.creds == nil {
-		k.creds = map[string][]*runtimeapi.AuthConfig{}
+		k.creds = map[string][]Cred{}
 	}
 	var errs []string
 	for loc, e := range cfg {
@@ -72,9 +96,13 @@ func (k *Keyring) Add(cfg map[string]Entry) error {
 				continue
 			}
 		}
-		k.creds[key] = append(k.creds[key], &runtimeapi.AuthConfig{
-			Username: user, Password: pass, ServerAddress: u.Host,
-			IdentityToken: e.IdentityToken, RegistryToken: e.RegistryToken,
+		k.creds[key] = append(k.creds[key], Cred{
+			Auth: &runtimeapi.AuthConfig{
+				Username: user, Password: pass, ServerAddress: u.Host,
+				IdentityToken: e.IdentityToken, RegistryToken: e.RegistryToken,
+			},
+			Hash:   credentialHash(user, pass, e.Email),
+			Secret: src,
 		})
 		if !slices.Contains(k.keys, key) {
 			k.keys = append(k.keys, key)
@@ -88,6 +116,22 @@ func (k *Keyring) Add(cfg map[string]Entry) error {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// credentialHash is the kubelet's hash of a credential
+// (pkg/credentialprovider): SHA-256, hex, of the JSON object of the
+// non-empty username, password and email.
+func credentialHash(user, pass, email string) string {
+	b, err := json.Marshal(struct {
+		Username string `json:"username,omitempty"`
+		Password string `json:"password,omitempty"`
+		Email    string `json:"email,omitempty"`
+	}{user, pass, email})
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 func decodeAuth(s string) (string, string, error) {
@@ -106,24 +150,23 @@ func decodeAuth(s string) (string, string, error) {
 // secret; other types hold no registry credentials and are an error.
 func (k *Keyring) AddSecret(s *corev1.Secret) error {
 	name := s.Namespace + "/" + s.Name
+	src := &SecretRef{UID: string(s.UID), Namespace: s.Namespace, Name: s.Name}
 	if b, ok := s.Data[corev1.DockerConfigJsonKey]; ok && len(b) > 0 {
-		var cfg struct {
-			Auths map[string]Entry `json:"auths"`
-		}
-		if err := json.Unmarshal(b, &cfg); err != nil {
+		cfg, err := ParseDockerConfigJSON(b)
+		if err != nil {
 			return fmt.Errorf("secret %s: %s: %w", name, corev1.DockerConfigJsonKey, err)
 		}
-		if err := k.Add(cfg.Auths); err != nil {
+		if err := k.add(src, cfg); err != nil {
 			return fmt.Errorf("secret %s: %w", name, err)
 		}
 		return nil
 	}
 	if b, ok := s.Data[corev1.DockerConfigKey]; ok && len(b) > 0 {
-		var cfg map[string]Entry
-		if err := json.Unmarshal(b, &cfg); err != nil {
+		cfg, err := ParseDockercfg(b)
+		if err != nil {
 			return fmt.Errorf("secret %s: %s: %w", name, corev1.DockerConfigKey, err)
 		}
-		if err := k.Add(cfg); err != nil {
+		if err := k.add(src, cfg); err != nil {
 			return fmt.Errorf("secret %s: %w", name, err)
 		}
 		return nil
@@ -145,8 +188,8 @@ func Repository(image string) (string, error) {
 // Lookup returns the credentials whose key matches repo (see Repository),
 // the most specific keys first; Docker Hub images fall back to the
 // credentials saved for index.docker.io.
-func (k *Keyring) Lookup(repo string) []*runtimeapi.AuthConfig {
-	var out []*runtimeapi.AuthConfig
+func (k *Keyring) Lookup(repo string) []Cred {
+	var out []Cred
 	for _, key := range k.keys {
 		if Match(key, repo) {
 			out = append(out, k.creds[key]...)

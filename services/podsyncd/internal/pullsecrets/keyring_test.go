@@ -65,7 +65,7 @@ func TestKeyringFromSecrets(t *testing.T) {
 		}
 		var out []string
 		for _, a := range k.Lookup(repo) {
-			out = append(out, a.Username+":"+a.Password)
+			out = append(out, a.Auth.Username+":"+a.Auth.Password)
 		}
 		return strings.Join(out, ",")
 	}
@@ -92,5 +92,40 @@ func TestKeyringFromSecrets(t *testing.T) {
 		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"r.io":{"auth":"!!"}}}`)}}
 	if err := k.AddSecret(broken); err == nil || !strings.Contains(err.Error(), `"r.io"`) {
 		t.Errorf("bad auth: %v, want an error naming the registry", err)
+	}
+}
+
+// TestCredentialSource checks what pull-credential verification keys on:
+// the kubelet's credential hash (the value upstream's own keyring test
+// expects for user:password) and the secret's coordinates; node-wide
+// entries have no secret.
+func TestCredentialSource(t *testing.T) {
+	const upstreamHash = "a55436fc140d516560d072c5fe8700385ce9f41629abf65c1edcbcb39fac691d"
+	var k Keyring
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "s1", UID: "uid1"},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"test.registry.io":{"auth":"dXNlcjpwYXNzd29yZA=="}}}`)},
+	}
+	if err := k.AddSecret(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Add(map[string]Entry{"test.registry.io": {Username: "user", Password: "password"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := k.Lookup("test.registry.io/app")
+	if len(got) != 2 {
+		t.Fatalf("Lookup: %d credentials, want 2", len(got))
+	}
+	for i, c := range got {
+		if c.Hash != upstreamHash {
+			t.Errorf("credential %d: hash %s, want the kubelet's %s", i, c.Hash, upstreamHash)
+		}
+	}
+	if src := got[0].Secret; src == nil || *src != (SecretRef{UID: "uid1", Namespace: "ns1", Name: "s1"}) {
+		t.Errorf("secret credential's source %+v, want ns1/s1 uid1", src)
+	}
+	if got[1].Secret != nil {
+		t.Errorf("node-wide credential has source %+v, want none", got[1].Secret)
 	}
 }

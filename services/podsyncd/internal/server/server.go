@@ -41,6 +41,8 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/podcgroups"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
+	"github.com/microlet/microlet/services/podsyncd/internal/pullmanager"
+	"github.com/microlet/microlet/services/podsyncd/internal/pullsecrets"
 	"github.com/microlet/microlet/services/podsyncd/internal/resources"
 	"github.com/microlet/microlet/services/podsyncd/internal/securitycontext"
 	"github.com/microlet/microlet/services/podsyncd/internal/syncloop"
@@ -80,6 +82,9 @@ type Config struct {
 	ImageMinimumGCAge           time.Duration `yaml:"image_minimum_gc_age" flag:"image-minimum-gc-age" usage:"minimum time since an unused image was first seen before it may be removed"`
 	ImageMaximumGCAge           time.Duration `yaml:"image_maximum_gc_age" flag:"image-maximum-gc-age" usage:"remove images unused for longer than this whatever the disk usage; 0: never"`
 	ImageGCPeriod               time.Duration `yaml:"image_gc_period" flag:"image-gc-period" usage:"how often image GC runs (the kubelet: 5m)"`
+
+	ImagePullCredentialsVerificationPolicy string   `yaml:"image_pull_credentials_verification_policy" flag:"image-pull-credentials-verification-policy" usage:"when a pod may use an image already on the node without pulling it with its own credentials: NeverVerify, NeverVerifyPreloadedImages (images podsyncd did not pull), NeverVerifyAllowlistedImages or AlwaysVerify"`
+	PreloadedImagesVerificationAllowlist   []string `yaml:"preloaded_images_verification_allowlist" flag:"preloaded-images-verification-allowlist" usage:"images (no tag or digest; a trailing /* matches a prefix) exempt from verification under NeverVerifyAllowlistedImages"`
 
 	ImageCredentialProviderConfig string `yaml:"image_credential_provider_config" flag:"image-credential-provider-config" usage:"CredentialProviderConfig file (kubelet.config.k8s.io/v1) of image credential provider exec plugins; empty: none"`
 	ImageCredentialProviderBinDir string `yaml:"image_credential_provider_bin_dir" flag:"image-credential-provider-bin-dir" usage:"directory of the image credential provider plugins"`
@@ -148,6 +153,8 @@ func New() *Server {
 		EvictionPressureTransitionPeriod: evictionapi.DefaultPressureTransitionPeriod,
 		EvictionMonitoringPeriod:         eviction.DefaultMonitoringPeriod,
 		VolumeStatsAggPeriod:             stats.DefaultVolumeStatsPeriod,
+
+		ImagePullCredentialsVerificationPolicy: pullmanager.DefaultPolicy,
 	}}
 }
 
@@ -189,6 +196,9 @@ func (s *Server) Register(env *service.Env) error {
 		return err
 	}
 	if err := c.checkCgroups(); err != nil {
+		return err
+	}
+	if _, err := pullmanager.NewPolicy(c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist); err != nil {
 		return err
 	}
 	if _, err := c.evictionConfig(); err != nil {
@@ -333,13 +343,23 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	if err != nil {
 		return err
 	}
-	var creds podruntime.Credentials
+	// The node's credentials after the pods' secrets: docker config files
+	// (the kubelet's default keyring, its root dir being our data dir),
+	// then the credential provider plugins.
+	creds := []podruntime.Credentials{pullsecrets.NewDockerConfigFiles(c.DataDir, env.Log)}
 	if c.ImageCredentialProviderConfig != "" {
 		p, err := credprovider.Load(c.ImageCredentialProviderConfig, c.ImageCredentialProviderBinDir, env.Log)
 		if err != nil {
 			return err
 		}
-		creds = p
+		creds = append(creds, p)
+	}
+	// Which credentials pulled each image survives restarts, as the
+	// kubelet's <root>/image_manager.
+	pullPolicy, _ := pullmanager.NewPolicy(c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist) // validated in Register
+	pullRecords, err := pullmanager.New(ctx, c.DataDir, pullPolicy, img, env.Log)
+	if err != nil {
+		return err
 	}
 	cgroups := s.podCgroups(ctx, env, rt, memCapacity)
 	var cgroupParent func(*corev1.Pod) string
@@ -365,11 +385,13 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		CgroupParent:   cgroupParent,
 		Credentials:    creds,
 		PodCgroup:      podCgroup,
+		PullRecords:    pullRecords,
 	})
 	gc := containergc.New(rt, c.gcPolicy(), containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.ContainerLogSymlinkDir, Log: env.Log})
 	logPolicy, _ := c.logPolicy() // validated in Register
 	go containerlogs.NewRotator(rt, logPolicy, env.Log, nil).Run(ctx, c.ContainerLogMonitorInterval)
-	imageGC := imagegc.New(rt, img, c.imagePolicy(), imagegc.Options{Recorder: recorder, NodeName: c.NodeName, Log: env.Log})
+	imageGC := imagegc.New(rt, img, c.imagePolicy(), imagegc.Options{Recorder: recorder, NodeName: c.NodeName, Log: env.Log,
+		AfterPass: pullRecords.PruneUnknownRecords})
 	go imageGC.Run(ctx, c.ImageGCPeriod)
 	summary, closeStats, err := s.statsProvider(ctx, env, cgroups != nil)
 	if err != nil {

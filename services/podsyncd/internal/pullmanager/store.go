@@ -1,0 +1,205 @@
+package pullmanager
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+)
+
+// The kubelet's layout under its root directory.
+const (
+	dirName     = "image_manager"
+	pullingDir  = "pulling"
+	pulledDir   = "pulled"
+	filePrefix  = "sha256-"
+	tmpSuffix   = ".tmp"
+	kindIntent  = "ImagePullIntent"
+	kindRecord  = "ImagePulledRecord"
+	fileModeOwn = 0o600
+	// alphaVersion is the records' first API version.
+	alphaVersion = "kubelet.config.k8s.io/v1alpha1"
+)
+
+// store reads and writes the intent and record files.
+type store struct {
+	pulling, pulled string
+}
+
+func openStore(root string) (*store, error) {
+	s := &store{pulling: filepath.Join(root, dirName, pullingDir), pulled: filepath.Join(root, dirName, pulledDir)}
+	for _, d := range []string{s.pulling, s.pulled} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("image pull records: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// fileName is the kubelet's name for the file of an image or image ID.
+func fileName(key string) string {
+	return fmt.Sprintf("%s%x", filePrefix, sha256.Sum256([]byte(key)))
+}
+
+func typeMeta(kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: kubeletv1beta1.SchemeGroupVersion.String(), Kind: kind}
+}
+
+// decode reads one file strictly: the kubelet's API group and kind, no
+// unknown fields.
+func decode(b []byte, kind string, into any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return err
+	}
+	var tm struct{ APIVersion, Kind string }
+	if err := json.Unmarshal(b, &tm); err != nil {
+		return err
+	}
+	// v1alpha1 files (kubelets before 1.35) have the same shape; they
+	// are rewritten as v1beta1 when next changed.
+	if (tm.APIVersion != kubeletv1beta1.SchemeGroupVersion.String() && tm.APIVersion != alphaVersion) || tm.Kind != kind {
+		return fmt.Errorf("apiVersion %q kind %q, want %s %s", tm.APIVersion, tm.Kind, kubeletv1beta1.SchemeGroupVersion, kind)
+	}
+	return nil
+}
+
+// write replaces dir/name atomically (temporary file, rename).
+func write(dir, name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, name)
+	tmp := path + tmpSuffix
+	if err := os.WriteFile(tmp, b, fileModeOwn); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+func remove(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (s *store) writeIntent(image string) error {
+	in := kubeletv1beta1.ImagePullIntent{TypeMeta: typeMeta(kindIntent), Image: image}
+	return write(s.pulling, fileName(image), &in)
+}
+
+func (s *store) deleteIntent(image string) error {
+	return remove(filepath.Join(s.pulling, fileName(image)))
+}
+
+func (s *store) intentExists(image string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(s.pulling, fileName(image)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var in kubeletv1beta1.ImagePullIntent
+	if err := decode(b, kindIntent, &in); err != nil {
+		return false, err
+	}
+	return in.Image == image, nil
+}
+
+// record returns the record of imageRef; a file that does not decode is
+// an error (exists true), one of another image ID is none.
+func (s *store) record(imageRef string) (*kubeletv1beta1.ImagePulledRecord, bool, error) {
+	path := filepath.Join(s.pulled, fileName(imageRef))
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	var r kubeletv1beta1.ImagePulledRecord
+	if err := decode(b, kindRecord, &r); err != nil {
+		return nil, true, fmt.Errorf("%s: %w", path, err)
+	}
+	if r.ImageRef != imageRef {
+		return nil, false, nil
+	}
+	return &r, true, nil
+}
+
+func (s *store) writeRecord(r *kubeletv1beta1.ImagePulledRecord) error {
+	r.TypeMeta = typeMeta(kindRecord)
+	return write(s.pulled, fileName(r.ImageRef), r)
+}
+
+func (s *store) deleteRecord(imageRef string) error {
+	return remove(filepath.Join(s.pulled, fileName(imageRef)))
+}
+
+// each calls f with every record file's contents in dir (temporary
+// files and foreign names skipped); read errors are collected.
+func each(dir string, f func(path string, b []byte) error) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || !strings.HasPrefix(n, filePrefix) || strings.HasSuffix(n, tmpSuffix) {
+			continue
+		}
+		path := filepath.Join(dir, n)
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = f(path, b)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *store) intents() ([]string, error) {
+	var out []string
+	err := each(s.pulling, func(path string, b []byte) error {
+		var in kubeletv1beta1.ImagePullIntent
+		if err := decode(b, kindIntent, &in); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, in.Image)
+		return nil
+	})
+	return out, err
+}
+
+func (s *store) records() ([]*kubeletv1beta1.ImagePulledRecord, error) {
+	var out []*kubeletv1beta1.ImagePulledRecord
+	err := each(s.pulled, func(path string, b []byte) error {
+		var r kubeletv1beta1.ImagePulledRecord
+		if err := decode(b, kindRecord, &r); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, &r)
+		return nil
+	})
+	return out, err
+}
