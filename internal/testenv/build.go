@@ -1,11 +1,15 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -57,7 +61,8 @@ func Build(t testing.TB, flags []string, pkgs ...string) string {
 func build(flags, pkgs []string) (string, error) {
 	builds.mu.Lock()
 	if builds.root == "" {
-		root, err := os.MkdirTemp("", "microlet-testbin")
+		sweepBuilt()
+		root, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", builtPrefix, os.Getpid()))
 		if err != nil {
 			builds.mu.Unlock()
 			return "", err
@@ -87,5 +92,31 @@ func RemoveBuilt() {
 		_ = os.RemoveAll(builds.root)
 		builds.root = ""
 		builds.dirs = nil
+	}
+}
+
+// builtPrefix names Build's directories in the temp dir, followed by the
+// pid of the test process that made them.
+const builtPrefix = "microlet-testbin-"
+
+// sweepBuilt removes the build directories of test processes that are gone
+// without calling RemoveBuilt: a test that panicked or hit -timeout ends
+// the process before TestMain's cleanup runs, and each such run would
+// otherwise leave its binaries (tens of MB) in the temp dir.
+func sweepBuilt() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), builtPrefix+"*"))
+	for _, d := range dirs {
+		pid, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(d), builtPrefix), "-")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(pid)
+		if err != nil || n == os.Getpid() {
+			continue
+		}
+		// Signal 0 asks whether the process exists; ESRCH says it is gone.
+		if err := syscall.Kill(n, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(d)
+		}
 	}
 }
