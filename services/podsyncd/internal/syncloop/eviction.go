@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
 )
 
 // ActivePods are the admitted pods that may still run: not finished and
@@ -73,11 +75,25 @@ func (l *Loop) DeleteAllUnusedContainers(ctx context.Context) error {
 		_, admitted := l.admitted[uid]
 		st := l.last[uid]
 		l.mu.Unlock()
-		return admitted && st != nil && (st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) && l.PodStopped(uid)
+		return admitted && st != nil && (st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) && l.workerTerminated(uid)
 	}
 	res, err := l.opts.ContainerGC.DeleteAllUnused(ctx, gone, finished)
 	if res.Containers+res.Sandboxes+res.LogDirs > 0 {
 		l.log.Info("eviction: removed unused containers", "containers", res.Containers, "sandboxes", res.Sandboxes, "podLogDirs", res.LogDirs)
 	}
 	return err
+}
+
+// workerTerminated says whether nothing of the pod runs: its worker
+// reached Terminated, or it has none.
+func (l *Loop) workerTerminated(uid types.UID) bool {
+	if l.workers == nil {
+		return true
+	}
+	for _, w := range l.workers.List() {
+		if w.UID == uid {
+			return w.State == podworkers.Terminated
+		}
+	}
+	return true
 }
