@@ -16,13 +16,19 @@ type readyCRI struct {
 }
 
 func (readyCRI) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
-	return &runtimeapi.VersionResponse{RuntimeName: "benchcri", RuntimeVersion: "1"}, nil
+	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: "benchcri", RuntimeVersion: "1", RuntimeApiVersion: "v1"}, nil
 }
 
 func (readyCRI) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
 	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
 		{Type: runtimeapi.RuntimeReady, Status: true}, {Type: runtimeapi.NetworkReady, Status: true},
 	}}}, nil
+}
+
+// ImageFsInfo answers k8s.io/cri-client's connection check of the image
+// service.
+func (readyCRI) ImageFsInfo(context.Context, *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
+	return &runtimeapi.ImageFsInfoResponse{}, nil
 }
 
 func (readyCRI) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {

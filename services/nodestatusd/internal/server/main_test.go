@@ -62,7 +62,7 @@ func (f *fakeCRI) received() ([]string, int) {
 }
 
 func (f *fakeCRI) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
-	return &runtimeapi.VersionResponse{RuntimeName: "fakecri", RuntimeVersion: "0.1"}, nil
+	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: "fakecri", RuntimeVersion: "0.1", RuntimeApiVersion: "v1"}, nil
 }
 
 func (f *fakeCRI) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
@@ -73,6 +73,12 @@ func (f *fakeCRI) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeap
 		{Type: runtimeapi.RuntimeReady, Status: f.ready, Reason: "Starting"},
 		{Type: runtimeapi.NetworkReady, Status: true},
 	}}}, nil
+}
+
+// ImageFsInfo answers k8s.io/cri-client's connection check of the image
+// service.
+func (f *fakeCRI) ImageFsInfo(context.Context, *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
+	return &runtimeapi.ImageFsInfoResponse{}, nil
 }
 
 func (f *fakeCRI) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {

@@ -8,11 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
+	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/microlet/microlet/internal/grpcclient"
+	remote "k8s.io/cri-client/pkg"
 )
 
 // CallTimeout bounds each call to a source; a hung daemon must not hold up
@@ -48,11 +47,11 @@ type Runtime struct {
 	maxAge                  time.Duration
 	now                     func() time.Time
 
-	dialOnce sync.Once
-	dialErr  error
-	rt       runtimeapi.RuntimeServiceClient
-	img      runtimeapi.ImageServiceClient
-	conns    []*grpc.ClientConn
+	// connMu guards rt and img, k8s.io/cri-client's remote services (the
+	// kubelet's CRI client), set once the runtime has answered.
+	connMu sync.Mutex
+	rt     internalapi.RuntimeService
+	img    internalapi.ImageManagerService
 
 	// cidrMu guards podCIDR, the pod CIDRs the runtime last accepted.
 	cidrMu  sync.Mutex
@@ -83,32 +82,36 @@ func NewRuntime(endpoint, imageEndpoint string, maxAge time.Duration) *Runtime {
 // Endpoint is the runtime endpoint this source reads.
 func (r *Runtime) Endpoint() string { return r.endpoint }
 
-func (r *Runtime) dial() error {
-	r.dialOnce.Do(func() {
-		cc, err := grpcclient.Dial(r.endpoint)
-		if err != nil {
-			r.dialErr = err
-			return
-		}
-		r.conns = append(r.conns, cc)
-		r.rt = runtimeapi.NewRuntimeServiceClient(cc)
-		icc := cc
-		if r.imageEndpoint != r.endpoint {
-			if icc, err = grpcclient.Dial(r.imageEndpoint); err != nil {
-				r.dialErr = err
-				return
-			}
-			r.conns = append(r.conns, icc)
-		}
-		r.img = runtimeapi.NewImageServiceClient(icc)
-	})
-	return r.dialErr
+// connect makes the remote runtime and image services on first use and
+// again after a failure: cri-client checks the runtime answers Version
+// before it hands a service out.
+func (r *Runtime) connect(ctx context.Context) (internalapi.RuntimeService, internalapi.ImageManagerService, error) {
+	r.connMu.Lock()
+	defer r.connMu.Unlock()
+	if r.rt != nil {
+		return r.rt, r.img, nil
+	}
+	rt, err := remote.NewRemoteRuntimeService(ctx, r.endpoint, CallTimeout, nil, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	img, err := remote.NewRemoteImageService(ctx, r.imageEndpoint, CallTimeout, nil, false)
+	if err != nil {
+		_ = rt.Close(ctx)
+		return nil, nil, err
+	}
+	r.rt, r.img = rt, img
+	return rt, img, nil
 }
 
 // Close releases the connections.
 func (r *Runtime) Close() {
-	for _, c := range r.conns {
-		_ = c.Close()
+	r.connMu.Lock()
+	defer r.connMu.Unlock()
+	if r.rt != nil {
+		_ = r.rt.Close(context.Background())
+		_ = r.img.Close(context.Background())
+		r.rt, r.img = nil, nil
 	}
 }
 
@@ -141,13 +144,11 @@ func (r *Runtime) UpdatePodCIDR(ctx context.Context, cidrs string) error {
 	if cidrs == r.podCIDR {
 		return nil
 	}
-	if err := r.dial(); err != nil {
+	rt, _, err := r.connect(ctx)
+	if err != nil {
 		return fmt.Errorf("container runtime at %s: %w", r.endpoint, err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
-	defer cancel()
-	_, err := r.rt.UpdateRuntimeConfig(cctx, &runtimeapi.UpdateRuntimeConfigRequest{RuntimeConfig: &runtimeapi.RuntimeConfig{
-		NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: cidrs}}})
+	err = rt.UpdateRuntimeConfig(ctx, &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: cidrs}})
 	if err != nil {
 		return fmt.Errorf("update pod CIDR %s at %s: %w", cidrs, r.endpoint, err)
 	}
@@ -156,19 +157,20 @@ func (r *Runtime) UpdatePodCIDR(ctx context.Context, cidrs string) error {
 }
 
 func (r *Runtime) read(ctx context.Context) RuntimeState {
-	if err := r.dial(); err != nil {
-		return RuntimeState{Err: fmt.Errorf("container runtime at %s: %w", r.endpoint, err)}
-	}
-	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
-	defer cancel()
 	var st RuntimeState
-	v, err := r.rt.Version(cctx, &runtimeapi.VersionRequest{})
+	rt, img, err := r.connect(ctx)
+	if err != nil {
+		st.Err = fmt.Errorf("container runtime is down: %s did not answer: %w", r.endpoint, err)
+		return st
+	}
+	// Each call is bounded by CallTimeout inside cri-client.
+	v, err := rt.Version(ctx, "")
 	if err != nil {
 		st.Err = fmt.Errorf("container runtime is down: %s did not answer: %w", r.endpoint, err)
 		return st
 	}
 	st.RuntimeName, st.RuntimeVersion = v.GetRuntimeName(), v.GetRuntimeVersion()
-	status, err := r.rt.Status(cctx, &runtimeapi.StatusRequest{})
+	status, err := rt.Status(ctx, false)
 	if err != nil {
 		st.Err = fmt.Errorf("container runtime status check may not have completed yet: %s: %w", r.endpoint, err)
 		return st
@@ -179,12 +181,12 @@ func (r *Runtime) read(ctx context.Context) RuntimeState {
 	}
 	st.RuntimeReady = conditionErr(status.GetStatus(), runtimeapi.RuntimeReady, "container runtime not ready")
 	st.NetworkReady = conditionErr(status.GetStatus(), runtimeapi.NetworkReady, "container runtime network not ready")
-	imgs, err := r.img.ListImages(cctx, &runtimeapi.ListImagesRequest{})
+	imgs, err := img.ListImages(ctx, nil)
 	if err != nil {
 		st.ImagesErr = fmt.Errorf("list images at %s: %w", r.imageEndpoint, err)
 		return st
 	}
-	st.Images = ContainerImages(imgs.GetImages())
+	st.Images = ContainerImages(imgs)
 	return st
 }
 

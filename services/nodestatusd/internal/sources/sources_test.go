@@ -26,7 +26,7 @@ type fakeCRI struct {
 }
 
 func (f *fakeCRI) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
-	return &runtimeapi.VersionResponse{RuntimeName: "fake", RuntimeVersion: "1.2.3"}, nil
+	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: "fake", RuntimeVersion: "1.2.3", RuntimeApiVersion: "v1"}, nil
 }
 
 func (f *fakeCRI) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
@@ -34,6 +34,12 @@ func (f *fakeCRI) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeap
 		{Type: runtimeapi.RuntimeReady, Status: true},
 		{Type: runtimeapi.NetworkReady, Status: f.networkReady, Reason: "NoCNI", Message: "cni config uninitialized"},
 	}}}, nil
+}
+
+// ImageFsInfo answers k8s.io/cri-client's connection check of the image
+// service.
+func (f *fakeCRI) ImageFsInfo(context.Context, *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
+	return &runtimeapi.ImageFsInfoResponse{}, nil
 }
 
 func (f *fakeCRI) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
