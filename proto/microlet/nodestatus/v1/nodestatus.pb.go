@@ -291,6 +291,100 @@ func (*ReportNodeConditionsResponse) Descriptor() ([]byte, []int) {
 	return file_microlet_nodestatus_v1_nodestatus_proto_rawDescGZIP(), []int{5}
 }
 
+// ReportReadyErrorsRequest carries the reasons a reporter holds the node
+// NotReady.
+type ReportReadyErrorsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reporter names the component; a later report replaces its earlier one.
+	Reporter string `protobuf:"bytes,1,opt,name=reporter,proto3" json:"reporter,omitempty"`
+	// errors are the reasons, each one short phrase; none clears the
+	// reporter's hold.
+	Errors        []string `protobuf:"bytes,2,rep,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportReadyErrorsRequest) Reset() {
+	*x = ReportReadyErrorsRequest{}
+	mi := &file_microlet_nodestatus_v1_nodestatus_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportReadyErrorsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportReadyErrorsRequest) ProtoMessage() {}
+
+func (x *ReportReadyErrorsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_nodestatus_v1_nodestatus_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportReadyErrorsRequest.ProtoReflect.Descriptor instead.
+func (*ReportReadyErrorsRequest) Descriptor() ([]byte, []int) {
+	return file_microlet_nodestatus_v1_nodestatus_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ReportReadyErrorsRequest) GetReporter() string {
+	if x != nil {
+		return x.Reporter
+	}
+	return ""
+}
+
+func (x *ReportReadyErrorsRequest) GetErrors() []string {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+// ReportReadyErrorsResponse acknowledges a report.
+type ReportReadyErrorsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportReadyErrorsResponse) Reset() {
+	*x = ReportReadyErrorsResponse{}
+	mi := &file_microlet_nodestatus_v1_nodestatus_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportReadyErrorsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportReadyErrorsResponse) ProtoMessage() {}
+
+func (x *ReportReadyErrorsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_nodestatus_v1_nodestatus_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportReadyErrorsResponse.ProtoReflect.Descriptor instead.
+func (*ReportReadyErrorsResponse) Descriptor() ([]byte, []int) {
+	return file_microlet_nodestatus_v1_nodestatus_proto_rawDescGZIP(), []int{7}
+}
+
 var File_microlet_nodestatus_v1_nodestatus_proto protoreflect.FileDescriptor
 
 const file_microlet_nodestatus_v1_nodestatus_proto_rawDesc = "" +
@@ -308,11 +402,16 @@ const file_microlet_nodestatus_v1_nodestatus_proto_rawDesc = "" +
 	"\n" +
 	"conditions\x18\x02 \x03(\fR\n" +
 	"conditions\"\x1e\n" +
-	"\x1cReportNodeConditionsResponse2\xd7\x02\n" +
+	"\x1cReportNodeConditionsResponse\"N\n" +
+	"\x18ReportReadyErrorsRequest\x12\x1a\n" +
+	"\breporter\x18\x01 \x01(\tR\breporter\x12\x16\n" +
+	"\x06errors\x18\x02 \x03(\tR\x06errors\"\x1b\n" +
+	"\x19ReportReadyErrorsResponse2\xd1\x03\n" +
 	"\x11NodeStatusService\x12Z\n" +
 	"\aGetNode\x12&.microlet.nodestatus.v1.GetNodeRequest\x1a'.microlet.nodestatus.v1.GetNodeResponse\x12b\n" +
 	"\tWatchNode\x12(.microlet.nodestatus.v1.WatchNodeRequest\x1a).microlet.nodestatus.v1.WatchNodeResponse0\x01\x12\x81\x01\n" +
-	"\x14ReportNodeConditions\x123.microlet.nodestatus.v1.ReportNodeConditionsRequest\x1a4.microlet.nodestatus.v1.ReportNodeConditionsResponseBHZFgithub.com/microlet/microlet/proto/microlet/nodestatus/v1;nodestatusv1b\x06proto3"
+	"\x14ReportNodeConditions\x123.microlet.nodestatus.v1.ReportNodeConditionsRequest\x1a4.microlet.nodestatus.v1.ReportNodeConditionsResponse\x12x\n" +
+	"\x11ReportReadyErrors\x120.microlet.nodestatus.v1.ReportReadyErrorsRequest\x1a1.microlet.nodestatus.v1.ReportReadyErrorsResponseBHZFgithub.com/microlet/microlet/proto/microlet/nodestatus/v1;nodestatusv1b\x06proto3"
 
 var (
 	file_microlet_nodestatus_v1_nodestatus_proto_rawDescOnce sync.Once
@@ -326,7 +425,7 @@ func file_microlet_nodestatus_v1_nodestatus_proto_rawDescGZIP() []byte {
 	return file_microlet_nodestatus_v1_nodestatus_proto_rawDescData
 }
 
-var file_microlet_nodestatus_v1_nodestatus_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_microlet_nodestatus_v1_nodestatus_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_microlet_nodestatus_v1_nodestatus_proto_goTypes = []any{
 	(*GetNodeRequest)(nil),               // 0: microlet.nodestatus.v1.GetNodeRequest
 	(*GetNodeResponse)(nil),              // 1: microlet.nodestatus.v1.GetNodeResponse
@@ -334,16 +433,20 @@ var file_microlet_nodestatus_v1_nodestatus_proto_goTypes = []any{
 	(*WatchNodeResponse)(nil),            // 3: microlet.nodestatus.v1.WatchNodeResponse
 	(*ReportNodeConditionsRequest)(nil),  // 4: microlet.nodestatus.v1.ReportNodeConditionsRequest
 	(*ReportNodeConditionsResponse)(nil), // 5: microlet.nodestatus.v1.ReportNodeConditionsResponse
+	(*ReportReadyErrorsRequest)(nil),     // 6: microlet.nodestatus.v1.ReportReadyErrorsRequest
+	(*ReportReadyErrorsResponse)(nil),    // 7: microlet.nodestatus.v1.ReportReadyErrorsResponse
 }
 var file_microlet_nodestatus_v1_nodestatus_proto_depIdxs = []int32{
 	0, // 0: microlet.nodestatus.v1.NodeStatusService.GetNode:input_type -> microlet.nodestatus.v1.GetNodeRequest
 	2, // 1: microlet.nodestatus.v1.NodeStatusService.WatchNode:input_type -> microlet.nodestatus.v1.WatchNodeRequest
 	4, // 2: microlet.nodestatus.v1.NodeStatusService.ReportNodeConditions:input_type -> microlet.nodestatus.v1.ReportNodeConditionsRequest
-	1, // 3: microlet.nodestatus.v1.NodeStatusService.GetNode:output_type -> microlet.nodestatus.v1.GetNodeResponse
-	3, // 4: microlet.nodestatus.v1.NodeStatusService.WatchNode:output_type -> microlet.nodestatus.v1.WatchNodeResponse
-	5, // 5: microlet.nodestatus.v1.NodeStatusService.ReportNodeConditions:output_type -> microlet.nodestatus.v1.ReportNodeConditionsResponse
-	3, // [3:6] is the sub-list for method output_type
-	0, // [0:3] is the sub-list for method input_type
+	6, // 3: microlet.nodestatus.v1.NodeStatusService.ReportReadyErrors:input_type -> microlet.nodestatus.v1.ReportReadyErrorsRequest
+	1, // 4: microlet.nodestatus.v1.NodeStatusService.GetNode:output_type -> microlet.nodestatus.v1.GetNodeResponse
+	3, // 5: microlet.nodestatus.v1.NodeStatusService.WatchNode:output_type -> microlet.nodestatus.v1.WatchNodeResponse
+	5, // 6: microlet.nodestatus.v1.NodeStatusService.ReportNodeConditions:output_type -> microlet.nodestatus.v1.ReportNodeConditionsResponse
+	7, // 7: microlet.nodestatus.v1.NodeStatusService.ReportReadyErrors:output_type -> microlet.nodestatus.v1.ReportReadyErrorsResponse
+	4, // [4:8] is the sub-list for method output_type
+	0, // [0:4] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -360,7 +463,7 @@ func file_microlet_nodestatus_v1_nodestatus_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_microlet_nodestatus_v1_nodestatus_proto_rawDesc), len(file_microlet_nodestatus_v1_nodestatus_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	NodeStatusService_GetNode_FullMethodName              = "/microlet.nodestatus.v1.NodeStatusService/GetNode"
 	NodeStatusService_WatchNode_FullMethodName            = "/microlet.nodestatus.v1.NodeStatusService/WatchNode"
 	NodeStatusService_ReportNodeConditions_FullMethodName = "/microlet.nodestatus.v1.NodeStatusService/ReportNodeConditions"
+	NodeStatusService_ReportReadyErrors_FullMethodName    = "/microlet.nodestatus.v1.NodeStatusService/ReportReadyErrors"
 )
 
 // NodeStatusServiceClient is the client API for NodeStatusService service.
@@ -40,6 +41,11 @@ type NodeStatusServiceClient interface {
 	// ReportNodeConditions lets another component own node conditions; they are
 	// merged into the status without touching conditions other writers own.
 	ReportNodeConditions(ctx context.Context, in *ReportNodeConditionsRequest, opts ...grpc.CallOption) (*ReportNodeConditionsResponse, error)
+	// ReportReadyErrors lets another component hold the node NotReady, as the
+	// kubelet's Ready condition joins its managers' errors (podsyncd's node
+	// shutdown manager reports "node is shutting down"): while a reporter's
+	// latest report lists errors, Ready is False with them in its message.
+	ReportReadyErrors(ctx context.Context, in *ReportReadyErrorsRequest, opts ...grpc.CallOption) (*ReportReadyErrorsResponse, error)
 }
 
 type nodeStatusServiceClient struct {
@@ -89,6 +95,16 @@ func (c *nodeStatusServiceClient) ReportNodeConditions(ctx context.Context, in *
 	return out, nil
 }
 
+func (c *nodeStatusServiceClient) ReportReadyErrors(ctx context.Context, in *ReportReadyErrorsRequest, opts ...grpc.CallOption) (*ReportReadyErrorsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportReadyErrorsResponse)
+	err := c.cc.Invoke(ctx, NodeStatusService_ReportReadyErrors_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeStatusServiceServer is the server API for NodeStatusService service.
 // All implementations must embed UnimplementedNodeStatusServiceServer
 // for forward compatibility.
@@ -102,6 +118,11 @@ type NodeStatusServiceServer interface {
 	// ReportNodeConditions lets another component own node conditions; they are
 	// merged into the status without touching conditions other writers own.
 	ReportNodeConditions(context.Context, *ReportNodeConditionsRequest) (*ReportNodeConditionsResponse, error)
+	// ReportReadyErrors lets another component hold the node NotReady, as the
+	// kubelet's Ready condition joins its managers' errors (podsyncd's node
+	// shutdown manager reports "node is shutting down"): while a reporter's
+	// latest report lists errors, Ready is False with them in its message.
+	ReportReadyErrors(context.Context, *ReportReadyErrorsRequest) (*ReportReadyErrorsResponse, error)
 	mustEmbedUnimplementedNodeStatusServiceServer()
 }
 
@@ -120,6 +141,9 @@ func (UnimplementedNodeStatusServiceServer) WatchNode(*WatchNodeRequest, grpc.Se
 }
 func (UnimplementedNodeStatusServiceServer) ReportNodeConditions(context.Context, *ReportNodeConditionsRequest) (*ReportNodeConditionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportNodeConditions not implemented")
+}
+func (UnimplementedNodeStatusServiceServer) ReportReadyErrors(context.Context, *ReportReadyErrorsRequest) (*ReportReadyErrorsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportReadyErrors not implemented")
 }
 func (UnimplementedNodeStatusServiceServer) mustEmbedUnimplementedNodeStatusServiceServer() {}
 func (UnimplementedNodeStatusServiceServer) testEmbeddedByValue()                           {}
@@ -189,6 +213,24 @@ func _NodeStatusService_ReportNodeConditions_Handler(srv interface{}, ctx contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeStatusService_ReportReadyErrors_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportReadyErrorsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeStatusServiceServer).ReportReadyErrors(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeStatusService_ReportReadyErrors_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeStatusServiceServer).ReportReadyErrors(ctx, req.(*ReportReadyErrorsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeStatusService_ServiceDesc is the grpc.ServiceDesc for NodeStatusService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -203,6 +245,10 @@ var NodeStatusService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportNodeConditions",
 			Handler:    _NodeStatusService_ReportNodeConditions_Handler,
+		},
+		{
+			MethodName: "ReportReadyErrors",
+			Handler:    _NodeStatusService_ReportReadyErrors_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

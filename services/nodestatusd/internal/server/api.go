@@ -19,6 +19,7 @@ type api struct {
 	nodestatusv1.UnimplementedNodeStatusServiceServer
 	log   *slog.Logger
 	extra *setters.Conditions
+	readyErrs *setters.ReadyErrors
 
 	mu     sync.RWMutex
 	agents []*agent.Agent
@@ -139,4 +140,16 @@ func (a *api) ReportNodeConditions(_ context.Context, req *nodestatusv1.ReportNo
 	}
 	a.log.Info("node conditions reported", "reporter", req.GetReporter(), "count", len(conds))
 	return &nodestatusv1.ReportNodeConditionsResponse{}, nil
+}
+
+// ReportReadyErrors records a reporter's reasons for NotReady.
+func (a *api) ReportReadyErrors(_ context.Context, req *nodestatusv1.ReportReadyErrorsRequest) (*nodestatusv1.ReportReadyErrorsResponse, error) {
+	changed, err := a.readyErrs.Report(req.GetReporter(), req.GetErrors())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if changed {
+		a.log.Info("ready errors reported", "reporter", req.GetReporter(), "errors", req.GetErrors())
+	}
+	return &nodestatusv1.ReportReadyErrorsResponse{}, nil
 }

@@ -94,6 +94,7 @@ type Server struct {
 	inputs   setters.Inputs
 	timing   agent.Timing
 	extra    *setters.Conditions
+	ready    *setters.ReadyErrors
 	api      *api
 	clock    clock.WithTicker
 	restCfg  *rest.Config
@@ -121,6 +122,8 @@ func (s *Server) Register(env *service.Env) error {
 	s.extra = setters.NewConditions(s.api.pokeAll)
 	nodestatusv1.RegisterNodeStatusServiceServer(env.Server.GRPC(), s.api)
 	s.api.extra = s.extra
+	s.ready = setters.NewReadyErrors(s.api.pokeAll)
+	s.api.readyErrs = s.ready
 	return nil
 }
 
@@ -273,6 +276,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		in.Pressure = setters.NewPressure(podSync.Get)
 	}
 	in.Extra = s.extra
+	in.ReadyErrors = s.ready
 	in.Machine = &setters.MachineCache{}
 
 	if s.cfg.PprofAddr != "" {

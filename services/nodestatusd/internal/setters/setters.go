@@ -84,6 +84,8 @@ type Inputs struct {
 	Version string
 	// Extra conditions reported by other components.
 	Extra *Conditions
+	// ReadyErrors are other components' reasons for NotReady (nil: none).
+	ReadyErrors *ReadyErrors
 	// Machine, when set, keeps MachineInfo's lists between syncs; the
 	// Nodes then share them and must not change them.
 	Machine *MachineCache
@@ -432,8 +434,9 @@ func PressureConditions(in *Inputs) Setter {
 	}
 }
 
-// ReadyCondition sets Ready from the CRI's runtime and network conditions
-// and the presence of the required capacities. Without a reachable runtime
+// ReadyCondition sets Ready from the CRI's runtime and network conditions,
+// the errors other components report (ReadyErrors) and the presence of the
+// required capacities. Without a reachable runtime
 // the node is NotReady with a message naming the socket.
 func ReadyCondition(in *Inputs) Setter {
 	return func(ctx context.Context, node *corev1.Node) error {
@@ -449,6 +452,9 @@ func ReadyCondition(in *Inputs) Setter {
 				errs = append(errs, st.RuntimeReady, st.NetworkReady)
 			}
 		}
+		// Then the managers' errors, where the kubelet puts its node
+		// shutdown manager's.
+		errs = append(errs, in.ReadyErrors.Errors()...)
 		var missing []string
 		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage} {
 			if _, ok := node.Status.Capacity[r]; !ok {

@@ -233,3 +233,39 @@ func TestMachineInfoCacheFollowsTheFilesystem(t *testing.T) {
 		t.Fatalf("ephemeral-storage %v after a failed reading, want the last size", got.String())
 	}
 }
+
+// TestReadyErrors: a reported reason turns Ready False with exactly the
+// kubelet's message for it ("node is shutting down" alone when nothing
+// else is wrong); clearing it turns Ready True again. Bad reports are
+// refused naming the field, and repeating a report changes nothing.
+func TestReadyErrors(t *testing.T) {
+	rt := &sources.RuntimeState{RuntimeName: "fake", RuntimeVersion: "1"}
+	in, _ := inputs(t, rt)
+	pokes := 0
+	in.ReadyErrors = NewReadyErrors(func() { pokes++ })
+	node := &corev1.Node{}
+	if changed, err := in.ReadyErrors.Report("podsyncd/nodeshutdown", []string{"node is shutting down"}); err != nil || !changed {
+		t.Fatalf("Report = %v, %v", changed, err)
+	}
+	if changed, _ := in.ReadyErrors.Report("podsyncd/nodeshutdown", []string{"node is shutting down"}); changed || pokes != 1 {
+		t.Fatalf("a repeated report changed something (pokes %d)", pokes)
+	}
+	run(t, in, node)
+	ready := cond(node, corev1.NodeReady)
+	if ready.Status != corev1.ConditionFalse || ready.Reason != ReasonNotReady || ready.Message != "node is shutting down" {
+		t.Fatalf("ready = %+v, want False/KubeletNotReady/node is shutting down", ready)
+	}
+	if _, err := in.ReadyErrors.Report("podsyncd/nodeshutdown", nil); err != nil {
+		t.Fatal(err)
+	}
+	run(t, in, node)
+	if ready = cond(node, corev1.NodeReady); ready.Status != corev1.ConditionTrue {
+		t.Fatalf("after clearing: ready = %+v", ready)
+	}
+	if _, err := in.ReadyErrors.Report("", []string{"x"}); err == nil || !strings.Contains(err.Error(), "reporter") {
+		t.Fatalf("empty reporter: %v", err)
+	}
+	if _, err := in.ReadyErrors.Report("x", []string{"a", ""}); err == nil || !strings.Contains(err.Error(), "errors[1]") {
+		t.Fatalf("empty error: %v", err)
+	}
+}
