@@ -17,8 +17,8 @@ import (
 // api implements NodeStatusService over the agents.
 type api struct {
 	nodestatusv1.UnimplementedNodeStatusServiceServer
-	log   *slog.Logger
-	extra *setters.Conditions
+	log       *slog.Logger
+	extra     *setters.Conditions
 	readyErrs *setters.ReadyErrors
 
 	mu     sync.RWMutex

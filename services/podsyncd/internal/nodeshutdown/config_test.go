@@ -25,7 +25,7 @@ func TestPeriods(t *testing.T) {
 			[]GracePeriodByPriority{{0, 180}, {SystemCriticalPriority, 120}}},
 		"only shutdownGracePeriod": {Config{GracePeriod: 100 * time.Second},
 			[]GracePeriodByPriority{{0, 100}, {SystemCriticalPriority, 0}}},
-		"empty": {Config{}, nil},
+		"empty":                {Config{}, nil},
 		"critical above total": {Config{GracePeriod: time.Second, GracePeriodCriticalPods: 100 * time.Second}, nil},
 		"by priority, sorted low to high": {Config{ByPodPriority: []GracePeriodByPriority{{100000, 10}, {0, 30}, {10000, 20}}},
 			[]GracePeriodByPriority{{0, 30}, {10000, 20}, {100000, 10}}},
@@ -47,8 +47,8 @@ func TestValidate(t *testing.T) {
 		cfg  Config
 		want []string // substrings; none means valid
 	}{
-		"off":        {Config{}, nil},
-		"short form": {Config{GracePeriod: 30 * time.Second, GracePeriodCriticalPods: 10 * time.Second}, nil},
+		"off":         {Config{}, nil},
+		"short form":  {Config{GracePeriod: 30 * time.Second, GracePeriodCriticalPods: 10 * time.Second}, nil},
 		"by priority": {Config{ByPodPriority: []GracePeriodByPriority{{0, 10}, {SystemCriticalPriority, 5}}}, nil},
 		"critical above total": {Config{GracePeriod: 10 * time.Second, GracePeriodCriticalPods: 20 * time.Second},
 			[]string{"shutdown_grace_period_critical_pods (20s) must be <= shutdown_grace_period (10s)"}},

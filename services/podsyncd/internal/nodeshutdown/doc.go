@@ -9,8 +9,8 @@
 //
 //	cfg := nodeshutdown.Config{GracePeriod: 30 * time.Second, GracePeriodCriticalPods: 10 * time.Second}
 //	if err := cfg.Validate(); err != nil { ... }          // errors name the config key
-//	m := nodeshutdown.New(cfg, pods, log, nodeshutdown.WithReadyErrors(report))
-//	go m.Run(ctx)                                          // no system bus: one log line, retried with backoff
+//	m := nodeshutdown.New(cfg, log, nodeshutdown.WithReadyErrors(report))
+//	go m.Run(ctx, pods)                                    // no system bus: one log line, retried with backoff
 //	if ok, reason, msg := m.Admit(); !ok { reject(pod, reason, msg) }
 //
 // Logind is reached over D-Bus (github.com/godbus/dbus/v5): the Logind type

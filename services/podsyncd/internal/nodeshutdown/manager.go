@@ -47,7 +47,6 @@ type Pods interface {
 // Manager watches logind for shutdowns and stops the pods first.
 type Manager struct {
 	periods []GracePeriodByPriority
-	pods    Pods
 	log     *slog.Logger
 	o       options
 
@@ -91,7 +90,7 @@ func WithReadyErrors(f func(errs []string)) Option { return func(o *options) { o
 func WithRetry(b wait.Backoff) Option { return func(o *options) { o.retry = b } }
 
 // New returns a manager for cfg (validated by the caller).
-func New(cfg Config, pods Pods, log *slog.Logger, opts ...Option) *Manager {
+func New(cfg Config, log *slog.Logger, opts ...Option) *Manager {
 	o := options{
 		dropIn: DefaultDropIn,
 		clock:  clock.RealClock{},
@@ -100,7 +99,7 @@ func New(cfg Config, pods Pods, log *slog.Logger, opts ...Option) *Manager {
 	for _, f := range opts {
 		f(&o)
 	}
-	return &Manager{periods: cfg.Periods(), pods: pods, log: log, o: o}
+	return &Manager{periods: cfg.Periods(), log: log, o: o}
 }
 
 // Enabled reports whether a grace period is configured.
@@ -123,10 +122,11 @@ func (m *Manager) Admit() (ok bool, reason, message string) {
 	return true, "", ""
 }
 
-// Run keeps a session with logind until ctx ends. Without logind (no system
+// Run keeps a session with logind until ctx ends; pods are the ones a
+// shutdown stops. Without logind (no system
 // bus, as in a container) it logs one warning, keeps retrying with backoff
 // and the node runs as without graceful shutdown.
-func (m *Manager) Run(ctx context.Context) {
+func (m *Manager) Run(ctx context.Context, pods Pods) {
 	if !m.Enabled() {
 		m.log.Info("graceful node shutdown is off (shutdown_grace_period and shutdown_grace_period_by_pod_priority are unset)")
 		return
@@ -134,7 +134,7 @@ func (m *Manager) Run(ctx context.Context) {
 	delay := m.o.retry.DelayFunc()
 	failing := false
 	for {
-		armed, err := m.session(ctx)
+		armed, err := m.session(ctx, pods)
 		if ctx.Err() != nil {
 			return
 		}
@@ -169,7 +169,7 @@ func (m *Manager) busName() string {
 // session connects, makes sure logind allows the delay, takes the lock and
 // handles PrepareForShutdown until the connection or ctx ends. armed says
 // the lock was held at some point.
-func (m *Manager) session(ctx context.Context) (armed bool, err error) {
+func (m *Manager) session(ctx context.Context, pods Pods) (armed bool, err error) {
 	lg, err := DialLogind(m.o.bus)
 	if err != nil {
 		return false, err
@@ -202,7 +202,7 @@ func (m *Manager) session(ctx context.Context) (armed bool, err error) {
 			if shutdown {
 				m.event("Shutdown manager detected shutdown event")
 				m.log.Info("node shutdown announced by logind: stopping pods by priority")
-				m.killPods()
+				m.killPods(pods)
 				if err := lock.Release(); err != nil {
 					m.log.Warn("could not release the logind lock", "err", err)
 				}
@@ -279,8 +279,8 @@ func (m *Manager) event(msg string) {
 // killPods stops the active pods group by group, lowest priority first; a
 // group's pods are stopped together, and the next group starts when they
 // all stopped or the group's grace period ran out (the kubelet's killPods).
-func (m *Manager) killPods() {
-	for _, g := range GroupByPriority(m.periods, m.pods.ActivePods()) {
+func (m *Manager) killPods(pods Pods) {
+	for _, g := range GroupByPriority(m.periods, pods.ActivePods()) {
 		if len(g.Pods) == 0 {
 			continue
 		}
@@ -288,7 +288,7 @@ func (m *Manager) killPods() {
 		for _, pod := range g.Pods {
 			grace := graceFor(g, pod)
 			m.log.Info("shutdown: killing pod", "pod", pod.Namespace+"/"+pod.Name, "priority", g.Priority, "gracePeriod", grace)
-			dones = append(dones, m.pods.KillPod(pod, grace))
+			dones = append(dones, pods.KillPod(pod, grace))
 		}
 		all := make(chan struct{})
 		go func() {

@@ -101,11 +101,11 @@ func TestShutdownOverRealBus(t *testing.T) {
 
 	k := newKiller(pod("critical", SystemCriticalPriority, nil), pod("normal", 0, ptr.To[int64](5)), pod("batch", -5, nil))
 	ready := &readyLog{}
-	m := New(Config{GracePeriod: 30 * time.Second, GracePeriodCriticalPods: 10 * time.Second}, k, testLog(t),
+	m := New(Config{GracePeriod: 30 * time.Second, GracePeriodCriticalPods: 10 * time.Second}, testLog(t),
 		WithBusAddress(bus.Address), WithDropIn(dropIn), WithReadyErrors(ready.report))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx) }()
+	go func() { defer close(done); m.Run(ctx, k) }()
 	defer func() { cancel(); <-done }()
 
 	lock := ld.WaitLock(t, 1, time.Minute)
@@ -186,10 +186,10 @@ func TestCancelKeepsLockAndPods(t *testing.T) {
 	bus := logind.StartBus(t)
 	ld := logind.Start(t, bus, filepath.Join(t.TempDir(), "unused.conf"), time.Hour)
 	k := newKiller(pod("a", 0, nil))
-	m := New(Config{GracePeriod: 10 * time.Second}, k, testLog(t), WithBusAddress(bus.Address))
+	m := New(Config{GracePeriod: 10 * time.Second}, testLog(t), WithBusAddress(bus.Address))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx) }()
+	go func() { defer close(done); m.Run(ctx, k) }()
 	first := ld.WaitLock(t, 1, time.Minute)
 	if ld.Reloads() != 0 {
 		t.Fatalf("logind reloaded although its delay (1h) suffices")
@@ -219,11 +219,12 @@ func TestNoLogind(t *testing.T) {
 	sock := filepath.Join(testenv.ShortDir(t, "nobus"), "bus")
 	var buf testenv.LockedBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	m := New(Config{GracePeriod: 10 * time.Second}, newKiller(), log, WithBusAddress("unix:path="+sock),
+	k := newKiller()
+	m := New(Config{GracePeriod: 10 * time.Second}, log, WithBusAddress("unix:path="+sock),
 		WithRetry(wait.Backoff{Duration: 20 * time.Millisecond, Factor: 1.5, Steps: 1 << 30, Cap: 200 * time.Millisecond}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx) }()
+	go func() { defer close(done); m.Run(ctx, k) }()
 	defer func() { cancel(); <-done }()
 	testenv.Eventually(t, "three retries", time.Minute, func() error {
 		if n := strings.Count(buf.String(), "logind still unavailable"); n < 3 {

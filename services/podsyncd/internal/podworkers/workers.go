@@ -55,6 +55,8 @@ type worker struct {
 	grace   *int64
 	lastErr string
 	timer   *time.Timer
+	// stopped are closed once the pod's containers have stopped (Kill).
+	stopped []chan struct{}
 }
 
 // Workers owns the per-pod workers.
@@ -79,6 +81,40 @@ func (w *Workers) Sync(pod *corev1.Pod) { w.update(pod, false, false, nil) }
 
 // Terminate starts graceful termination (a deletion timestamp appeared).
 func (w *Workers) Terminate(pod *corev1.Pod, grace *int64) { w.update(pod, true, false, grace) }
+
+// Kill is Terminate for callers that wait (the node shutdown manager, as
+// the kubelet's killPodNow): the channel is closed once the pod's
+// containers have stopped, at once if they already have.
+func (w *Workers) Kill(pod *corev1.Pod, grace *int64) <-chan struct{} {
+	ch := make(chan struct{})
+	w.mu.Lock()
+	wk := w.workers[pod.UID]
+	w.mu.Unlock()
+	if wk != nil {
+		wk.mu.Lock()
+		if wk.state == Terminated {
+			wk.mu.Unlock()
+			close(ch)
+			return ch
+		}
+		wk.stopped = append(wk.stopped, ch)
+		wk.mu.Unlock()
+		w.update(pod, true, false, grace)
+		return ch
+	}
+	w.update(pod, true, false, grace)
+	w.mu.Lock()
+	wk = w.workers[pod.UID]
+	w.mu.Unlock()
+	wk.mu.Lock()
+	if wk.state == Terminated {
+		close(ch)
+	} else {
+		wk.stopped = append(wk.stopped, ch)
+	}
+	wk.mu.Unlock()
+	return ch
+}
 
 // Remove kills the pod and forgets it once cleaned up (it left the config).
 func (w *Workers) Remove(pod *corev1.Pod) { w.update(pod, true, true, nil) }
@@ -234,7 +270,14 @@ func (w *Workers) setState(wk *worker, s State, errText string) {
 	wk.mu.Lock()
 	wk.state = s
 	wk.lastErr = errText
+	var stopped []chan struct{}
+	if s == Terminated {
+		stopped, wk.stopped = wk.stopped, nil
+	}
 	wk.mu.Unlock()
+	for _, ch := range stopped {
+		close(ch)
+	}
 }
 
 func (w *Workers) setErr(wk *worker, err error) {

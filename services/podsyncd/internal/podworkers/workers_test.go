@@ -143,3 +143,48 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal("two calls for one pod overlapped")
 	}
 }
+
+// TestKillClosesWhenStopped: Kill's channel closes only after
+// SyncTerminatingPod returned (the pod's containers stopped), with the
+// grace period handed through; a second Kill of a stopped pod closes at once.
+func TestKillClosesWhenStopped(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := &gate{release: make(chan struct{}), entered: make(chan *int64, 1)}
+	w := New(ctx, h, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour)
+	p := pod("k")
+	w.Sync(p)
+	grace := int64(7)
+	done := w.Kill(p, &grace)
+	got := <-h.entered
+	if got == nil || *got != 7 {
+		t.Fatalf("grace %v, want 7", got)
+	}
+	select {
+	case <-done:
+		t.Fatal("Kill's channel closed while the pod was still stopping")
+	default:
+	}
+	close(h.release)
+	<-done
+	again := w.Kill(p, &grace)
+	<-again
+	cancel()
+	w.Wait()
+}
+
+// gate blocks SyncTerminatingPod until release is closed.
+type gate struct {
+	release chan struct{}
+	entered chan *int64
+}
+
+func (g *gate) SyncPod(context.Context, *corev1.Pod) (bool, time.Duration, error) {
+	return false, 0, nil
+}
+func (g *gate) SyncTerminatingPod(_ context.Context, _ *corev1.Pod, grace *int64) error {
+	g.entered <- grace
+	<-g.release
+	return nil
+}
+func (g *gate) SyncTerminatedPod(context.Context, *corev1.Pod, bool) error { return nil }

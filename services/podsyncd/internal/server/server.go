@@ -38,6 +38,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
 	"github.com/microlet/microlet/services/podsyncd/internal/eviction"
 	"github.com/microlet/microlet/services/podsyncd/internal/imagegc"
+	"github.com/microlet/microlet/services/podsyncd/internal/nodeshutdown"
 	"github.com/microlet/microlet/services/podsyncd/internal/podcgroups"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
@@ -107,6 +108,20 @@ type Config struct {
 
 	KubeReserved   map[string]string `yaml:"kube_reserved" flag:"kube-reserved" usage:"resources reserved for node daemons (cpu=100m,memory=256Mi,pid=1000), kept out of kubepods; give nodestatusd the same"`
 	SystemReserved map[string]string `yaml:"system_reserved" flag:"system-reserved" usage:"resources reserved for the OS, kept out of kubepods; give nodestatusd the same"`
+
+	// Graceful node shutdown: the kubelet's shutdownGracePeriod,
+	// shutdownGracePeriodCriticalPods and shutdownGracePeriodByPodPriority
+	// (the last one only in the config file, as in the kubelet's).
+	ShutdownGracePeriod              time.Duration                        `yaml:"shutdown_grace_period" flag:"shutdown-grace-period" usage:"how long a node shutdown is delayed so pods can stop (graceful node shutdown through logind); 0 with no shutdown_grace_period_by_pod_priority: off"`
+	ShutdownGracePeriodCriticalPods  time.Duration                        `yaml:"shutdown_grace_period_critical_pods" flag:"shutdown-grace-period-critical-pods" usage:"the part of shutdown_grace_period kept for critical pods, which are stopped last"`
+	ShutdownGracePeriodByPodPriority []nodeshutdown.GracePeriodByPriority `yaml:"shutdown_grace_period_by_pod_priority"`
+	LogindDropIn                     string                               `yaml:"logind_drop_in" flag:"logind-drop-in" usage:"logind drop-in written when logind's InhibitDelayMaxSec is below the shutdown grace periods (the kubelet's file)"`
+	SystemBusAddress                 string                               `yaml:"system_bus_address" flag:"system-bus-address" usage:"D-Bus address of the system bus where logind is; empty: $DBUS_SYSTEM_BUS_ADDRESS or /var/run/dbus/system_bus_socket"`
+}
+
+func (c *Config) shutdown() nodeshutdown.Config {
+	return nodeshutdown.Config{GracePeriod: c.ShutdownGracePeriod, GracePeriodCriticalPods: c.ShutdownGracePeriodCriticalPods,
+		ByPodPriority: c.ShutdownGracePeriodByPodPriority}
 }
 
 // Server is the podsyncd service.
@@ -153,6 +168,7 @@ func New() *Server {
 		EvictionPressureTransitionPeriod: evictionapi.DefaultPressureTransitionPeriod,
 		EvictionMonitoringPeriod:         eviction.DefaultMonitoringPeriod,
 		VolumeStatsAggPeriod:             stats.DefaultVolumeStatsPeriod,
+		LogindDropIn:                     nodeshutdown.DefaultDropIn,
 
 		ImagePullCredentialsVerificationPolicy: pullmanager.DefaultPolicy,
 	}}
@@ -203,6 +219,12 @@ func (s *Server) Register(env *service.Env) error {
 	}
 	if _, err := c.evictionConfig(); err != nil {
 		return err
+	}
+	if err := c.shutdown().Validate(); err != nil {
+		return err
+	}
+	if c.LogindDropIn == "" {
+		return fmt.Errorf("logind_drop_in must not be empty")
 	}
 	if c.ImageCredentialProviderConfig != "" {
 		if _, err := credprovider.Load(c.ImageCredentialProviderConfig, c.ImageCredentialProviderBinDir, nil); err != nil {
@@ -421,16 +443,25 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	evDeps.PodCleanedUp = func(uid types.UID) bool { return loop.PodStopped(uid) }
 	evDeps.DeleteUnusedContainers = func(ctx context.Context) error { return loop.DeleteAllUnusedContainers(ctx) }
 	s.evictions = eviction.New(evCfg, evDeps)
+	nodes := nodestatusv1.NewNodeStatusServiceClient(conns[components.NodeStatusd])
+	// Graceful node shutdown: the manager refuses pods and stops them
+	// through the loop; the node's Ready condition is nodestatusd's, told
+	// through ReportReadyErrors.
+	ready := nodeshutdown.NewReadyReporter(nodes, env.Log, 0)
+	shutdown := nodeshutdown.New(c.shutdown(), env.Log, nodeshutdown.WithBusAddress(c.SystemBusAddress),
+		nodeshutdown.WithDropIn(c.LogindDropIn), nodeshutdown.WithRecorder(recorder, c.NodeName), nodeshutdown.WithReadyErrors(ready.Set))
 	loop = syncloop.New(env.Log, rm, rt,
 		podconfigv1.NewPodConfigServiceClient(conns[components.PodConfig]),
 		statusdv1.NewStatusServiceClient(conns[components.Statusd]),
-		nodestatusv1.NewNodeStatusServiceClient(conns[components.NodeStatusd]),
+		nodes,
 		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod,
 			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod, Allocation: alloc, Cgroups: syncloopCgroups(cgroups),
-			AdmitPressure: s.evictions.Admit})
+			AdmitPressure: s.evictions.Admit, Shutdown: shutdown})
 	s.loop = loop
 	env.Ready()
 	go s.evictions.Run(ctx)
+	go ready.Run(ctx)
+	go shutdown.Run(ctx, loop)
 	s.loop.Run(ctx)
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/allocation"
 	"github.com/microlet/microlet/services/podsyncd/internal/containergc"
 	"github.com/microlet/microlet/services/podsyncd/internal/desired"
+	"github.com/microlet/microlet/services/podsyncd/internal/nodeshutdown"
 	"github.com/microlet/microlet/services/podsyncd/internal/pleg"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 	"github.com/microlet/microlet/services/podsyncd/internal/podstatus"
@@ -46,6 +47,15 @@ type Options struct {
 	// AdmitPressure is the eviction manager's admission under node
 	// pressure, asked before the other predicates; nil admits.
 	AdmitPressure func(pod *corev1.Pod) (ok bool, reason, message string)
+	// Shutdown refuses new pods while the node shuts down (the node
+	// shutdown manager's admit handler, asked after the others as the
+	// kubelet's is); nil admits.
+	Shutdown ShutdownAdmitter
+}
+
+// ShutdownAdmitter is the node shutdown manager's admission check.
+type ShutdownAdmitter interface {
+	Admit() (ok bool, reason, message string)
 }
 
 // Loop is the sync loop.
@@ -74,8 +84,11 @@ type Loop struct {
 	// and, for removed pods, volumes gone): the eviction manager waits
 	// for that before its next pass.
 	cleaned map[types.UID]bool
-	node    *corev1.Node
-	nodeAt  time.Time
+	// shutdownKilled are the pods the node shutdown manager stopped; their
+	// status is Failed/Terminated (unless they Succeeded).
+	shutdownKilled map[types.UID]bool
+	node           *corev1.Node
+	nodeAt         time.Time
 }
 
 // New builds a loop over the given clients.
@@ -99,7 +112,7 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt runtimeapi.RuntimeServiceC
 	l := &Loop{
 		opts: opts, log: log, rm: rm, rt: rt, podcfg: podcfg, status: status, nodes: nodes,
 		admitted: map[types.UID]*corev1.Pod{}, rejected: map[types.UID]bool{}, last: map[types.UID]*corev1.PodStatus{},
-		evicted: map[types.UID]string{}, cleaned: map[types.UID]bool{},
+		evicted: map[types.UID]string{}, cleaned: map[types.UID]bool{}, shutdownKilled: map[types.UID]bool{},
 	}
 	// A changed probe verdict resyncs the pod: a failed liveness probe
 	// restarts the container, readiness is reported through the status.
@@ -162,7 +175,9 @@ func (l *Loop) Add(pod *corev1.Pod) {
 	if rejected {
 		return
 	}
-	if !known && !l.admit(pod) {
+	// A pod with a worker was admitted before (a killed pod's worker stays
+	// after its admission record is dropped): it is not admitted again.
+	if !known && !l.workers.Has(pod.UID) && !l.admit(pod) {
 		return
 	}
 	l.workers.Sync(pod)
@@ -253,6 +268,9 @@ func (l *Loop) admit(pod *corev1.Pod) bool {
 	}
 	if res.Admit {
 		res = admission.Admit(pod, node, running)
+	}
+	if sd := l.opts.Shutdown; sd != nil && res.Admit {
+		res.Admit, res.Reason, res.Message = sd.Admit()
 	}
 	if !res.Admit {
 		l.log.Info("pod rejected", "pod", pod.Namespace+"/"+pod.Name, "reason", res.Reason, "message", res.Message)
@@ -397,6 +415,7 @@ func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bo
 		delete(l.admitted, pod.UID)
 		delete(l.last, pod.UID)
 		delete(l.evicted, pod.UID)
+		delete(l.shutdownKilled, pod.UID)
 		l.mu.Unlock()
 		l.rm.Forget(pod.UID)
 		l.mu.Lock()
@@ -420,6 +439,7 @@ func (l *Loop) generate(ctx context.Context, pod *corev1.Pod, st *podruntime.Pod
 		Probes: l.probes, ResizeConditions: l.resizeConditions(pod),
 	})
 	l.applyEviction(pod.UID, &out, now)
+	l.applyShutdown(pod.UID, &out, now)
 	l.deadlineEvent(pod, &out)
 	return out
 }
@@ -522,8 +542,32 @@ func (l *Loop) applyEviction(uid types.UID, st *corev1.PodStatus, now time.Time)
 		return
 	}
 	st.Phase, st.Reason, st.Message = corev1.PodFailed, evictedReason, msg
+	setDisruptionTarget(st, msg, now)
+}
+
+// applyShutdown turns st into the status of a pod the node shutdown
+// manager stopped: Failed unless it Succeeded, the manager's reason and
+// message, a DisruptionTarget condition (the kubelet's killPods).
+func (l *Loop) applyShutdown(uid types.UID, st *corev1.PodStatus, now time.Time) {
+	l.mu.Lock()
+	killed := l.shutdownKilled[uid]
+	l.mu.Unlock()
+	if !killed {
+		return
+	}
+	if st.Phase != corev1.PodSucceeded {
+		st.Phase = corev1.PodFailed
+	}
+	st.Reason, st.Message = nodeshutdown.ReasonTerminated, nodeshutdown.MessageTerminated
+	setDisruptionTarget(st, nodeshutdown.MessageTerminated, now)
+}
+
+// setDisruptionTarget puts the kubelet's DisruptionTarget condition
+// (reason TerminationByKubelet) with msg on st, keeping its transition time
+// if it was already True.
+func setDisruptionTarget(st *corev1.PodStatus, msg string, now time.Time) {
 	cond := corev1.PodCondition{
-		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "TerminationByKubelet",
+		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonTerminationByKubelet,
 		Message: msg, LastTransitionTime: metav1.NewTime(now), ObservedGeneration: st.ObservedGeneration,
 	}
 	for i := range st.Conditions {
@@ -536,6 +580,17 @@ func (l *Loop) applyEviction(uid types.UID, st *corev1.PodStatus, now time.Time)
 		}
 	}
 	st.Conditions = append(st.Conditions, cond)
+}
+
+// KillPod stops a pod for the node shutdown within grace seconds (the
+// node shutdown manager's kill): it ends as applyShutdown says and its
+// restart policy does not bring it back. The channel closes once its
+// containers have stopped.
+func (l *Loop) KillPod(pod *corev1.Pod, grace int64) <-chan struct{} {
+	l.mu.Lock()
+	l.shutdownKilled[pod.UID] = true
+	l.mu.Unlock()
+	return l.workers.Kill(pod, &grace)
 }
 
 func (l *Loop) sourcesReady(ctx context.Context) bool {
