@@ -2,7 +2,8 @@
 # Debian packages the tests use: etcd for the control plane, busybox-static and
 # bash-static (the conformance busybox image's sh) for test images, iptables for
 # the CNI portmap plugin, curl (a conformance image), script(1) (kubectl exec -t),
-# systemd-analyze (deploy/systemd), docker-compose (deploy/compose). apt-get runs
+# systemd-analyze (deploy/systemd), docker-compose (deploy/compose), dbus-daemon
+# (a private bus for the graceful node shutdown tests). apt-get runs
 # only when something is missing. docs/testing.md lists every host fact.
 set -euo pipefail
 need=()
@@ -14,6 +15,7 @@ command -v iptables >/dev/null 2>&1 || need+=(iptables)
 [ -x /usr/bin/curl ] || need+=(curl)
 command -v script >/dev/null 2>&1 || need+=(bsdutils)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+[ -x /usr/bin/dbus-daemon ] || need+=(dbus-daemon)
 docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
