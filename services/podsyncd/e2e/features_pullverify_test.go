@@ -39,33 +39,11 @@ import (
 // podsyncd is killed and restarted, a pod without a secret is still refused.
 func TestPullCredentialVerification(t *testing.T) {
 	s := startStack(t)
-	password := "pw-" + rand.String(8)
-	priv := registry.StartPrivate(t, "alice", password)
-	image := priv.Image(registry.Private)
-	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })
+	priv, image, password := privateImage(t)
 	ctx := context.Background()
-
-	regcred := func(ns, name, pw string) {
-		t.Helper()
-		auth := base64.StdEncoding.EncodeToString([]byte("alice:" + pw))
-		sec := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Type:       corev1.SecretTypeDockerConfigJson,
-			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, priv.Host(), auth))},
-		}
-		if _, err := s.admin.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	regcred := func(ns, name, pw string) { s.regcred(t, ns, name, dockerConfig(priv.Host(), "alice", pw)) }
 	pod := func(ns, name, img string, policy corev1.PullPolicy, secret string) {
-		p := s.Pod(name, corev1.RestartPolicyAlways, "sleep 3600")
-		p.Namespace = ns
-		p.Spec.Containers[0].Image = img
-		p.Spec.Containers[0].ImagePullPolicy = policy
-		if secret != "" {
-			p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: secret}}
-		}
-		s.Create(p)
+		s.privatePod(ns, name, img, policy, secret)
 	}
 	running := func(p *corev1.Pod) bool {
 		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
@@ -183,25 +161,14 @@ func TestPullCredentialVerification(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := a.Status.ContainerStatuses[0].ImageID
-	id = id[strings.Index(id, "sha256:"):]
-	path := filepath.Join(s.Dir, "data", "podsyncd", "image_manager", "pulled", fmt.Sprintf("sha256-%x", sha256.Sum256([]byte(id))))
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("pull record of %s: %v", id, err)
-	}
-	var rec kubeletv1beta1.ImagePulledRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
 	var got []string
-	for _, sec := range rec.CredentialMapping[strings.TrimSuffix(image, ":1.0")].KubernetesSecrets {
+	for _, sec := range s.pullRecord(t, a.Status.ContainerStatuses[0].ImageID, image).KubernetesSecrets {
 		got = append(got, sec.Namespace+"/"+sec.Name)
 	}
 	want := []string{nsA + "/regcred", nsC + "/copy"}
 	slices.Sort(want)
-	if rec.Kind != "ImagePulledRecord" || !slices.Equal(got, want) {
-		t.Errorf("record %s: secrets %v, want %v", b, got, want)
+	if !slices.Equal(got, want) {
+		t.Errorf("pull record: secrets %v, want %v", got, want)
 	}
 
 	t.Run("the records survive a podsyncd restart", func(t *testing.T) {
@@ -229,54 +196,23 @@ func TestPullCredentialVerification(t *testing.T) {
 // on the node: a third pod without a secret runs without pulling.
 func TestNodeDockerConfig(t *testing.T) {
 	s := startStack(t)
-	password := "pw-" + rand.String(8)
-	priv := registry.StartPrivate(t, "alice", password)
-	image := priv.Image(registry.Private)
-	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })
+	priv, image, password := privateImage(t)
 	ctx := context.Background()
-	auth := base64.StdEncoding.EncodeToString([]byte("alice:" + password))
-	cfg := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, priv.Host(), auth)
-	dataDir := filepath.Join(s.Dir, "data", "podsyncd")
+	cfg := dockerConfig(priv.Host(), "alice", password)
 	// Nothing on this fresh node has pulled yet, so podsyncd reads the
 	// file at the first pull below (then caches it for 5 minutes).
-	if err := os.WriteFile(filepath.Join(dataDir, "config.json"), []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(s.Dir, "data", "podsyncd", "config.json"), cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	nsA, nsB, nsC := s.freshNamespace(t), s.freshNamespace(t), s.freshNamespace(t)
-	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: nsA},
-		Type:       corev1.SecretTypeDockerConfigJson,
-		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(cfg)},
-	}
-	if _, err := s.admin.CoreV1().Secrets(nsA).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	s.regcred(t, nsA, "regcred", cfg)
 	pod := func(ns, name string, policy corev1.PullPolicy, secret string) *corev1.Pod {
-		p := s.Pod(name, corev1.RestartPolicyAlways, "sleep 3600")
-		p.Namespace = ns
-		p.Spec.Containers[0].Image = image
-		p.Spec.Containers[0].ImagePullPolicy = policy
-		if secret != "" {
-			p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: secret}}
-		}
-		s.Create(p)
+		s.privatePod(ns, name, image, policy, secret)
 		return s.WaitPod(ns, name, "running the private image", func(p *corev1.Pod) bool {
 			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
 		})
 	}
-	record := func(id string) kubeletv1beta1.ImagePullCredentials {
-		t.Helper()
-		id = id[strings.Index(id, "sha256:"):]
-		b, err := os.ReadFile(filepath.Join(dataDir, "image_manager", "pulled", fmt.Sprintf("sha256-%x", sha256.Sum256([]byte(id)))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rec kubeletv1beta1.ImagePulledRecord
-		if err := json.Unmarshal(b, &rec); err != nil {
-			t.Fatal(err)
-		}
-		return rec.CredentialMapping[strings.TrimSuffix(image, ":1.0")]
-	}
+	record := func(id string) kubeletv1beta1.ImagePullCredentials { return s.pullRecord(t, id, image) }
 
 	a := pod(nsA, "secret-first", corev1.PullAlways, "regcred")
 	if got := record(a.Status.ContainerStatuses[0].ImageID); got.NodePodsAccessible || len(got.KubernetesSecrets) != 1 || got.KubernetesSecrets[0].Name != "regcred" {
@@ -307,4 +243,67 @@ func TestNodeDockerConfig(t *testing.T) {
 			t.Errorf("any-pod pulled an image the node's credentials opened to every pod: %s", e)
 		}
 	}
+}
+
+// privateImage starts the private registry (basic auth, user alice) and
+// returns it, the private image (removed from Docker when the test ends)
+// and the password.
+func privateImage(t *testing.T) (*registry.Registry, string, string) {
+	t.Helper()
+	password := "pw-" + rand.String(8)
+	priv := registry.StartPrivate(t, "alice", password)
+	image := priv.Image(registry.Private)
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })
+	return priv, image, password
+}
+
+// dockerConfig is a config.json (and kubernetes.io/dockerconfigjson
+// secret body) with user:password for host.
+func dockerConfig(host, user, password string) []byte {
+	auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
+	return []byte(fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, host, auth))
+}
+
+// regcred creates a kubernetes.io/dockerconfigjson secret of cfg.
+func (s *stack) regcred(t *testing.T, ns, name string, cfg []byte) {
+	t.Helper()
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: cfg},
+	}
+	if _, err := s.admin.CoreV1().Secrets(ns).Create(context.Background(), sec, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// privatePod creates a pod in ns running image with the pull policy and
+// the pull secret (none when empty).
+func (s *stack) privatePod(ns, name, image string, policy corev1.PullPolicy, secret string) {
+	p := s.Pod(name, corev1.RestartPolicyAlways, "sleep 3600")
+	p.Namespace = ns
+	p.Spec.Containers[0].Image = image
+	p.Spec.Containers[0].ImagePullPolicy = policy
+	if secret != "" {
+		p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: secret}}
+	}
+	s.Create(p)
+}
+
+// pullRecord reads the kubelet's pull record podsyncd keeps for an image
+// ID (a container status' imageID) and returns the credentials it holds
+// for image's name (the image without its tag).
+func (s *stack) pullRecord(t *testing.T, imageID, image string) kubeletv1beta1.ImagePullCredentials {
+	t.Helper()
+	id := imageID[strings.Index(imageID, "sha256:"):]
+	path := filepath.Join(s.Dir, "data", "podsyncd", "image_manager", "pulled", fmt.Sprintf("sha256-%x", sha256.Sum256([]byte(id))))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("pull record of %s: %v", id, err)
+	}
+	var rec kubeletv1beta1.ImagePulledRecord
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Kind != "ImagePulledRecord" {
+		t.Fatalf("%s: %v (kind %q)", path, err, rec.Kind)
+	}
+	return rec.CredentialMapping[image[:strings.LastIndex(image, ":")]]
 }
