@@ -349,15 +349,15 @@ func TestMemoryPressureEviction(t *testing.T) {
 	root := memoryCgroup(t, 768<<20)
 	n := pressureNode(t, "--cgroup-root="+root, "--eviction-hard=memory.available=500Mi")
 
-	g := n.Pod("guaranteed", corev1.RestartPolicyAlways, "sleep 3600")
+	g := n.Pod("mp-guaranteed", corev1.RestartPolicyAlways, "sleep 3600")
 	g.Spec.Containers[0].Resources = corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}
 	n.Create(g)
-	n.WaitPod("default", "guaranteed", "ready", ready)
+	n.WaitPod("default", "mp-guaranteed", "ready", ready)
 
 	limit := resource.MustParse("400Mi")
-	hog := n.Pod("hog", corev1.RestartPolicyAlways, "dd if=/dev/zero of=/mem/fill bs=1048576 count=350 && sleep 3600")
+	hog := n.Pod("mp-hog", corev1.RestartPolicyAlways, "dd if=/dev/zero of=/mem/fill bs=1048576 count=350 && sleep 3600")
 	hog.Spec.Volumes = []corev1.Volume{{Name: "mem", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 		Medium: corev1.StorageMediumMemory, SizeLimit: &limit}}}}
 	hog.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "mem", MountPath: "/mem"}}
@@ -374,13 +374,13 @@ func TestMemoryPressureEviction(t *testing.T) {
 	n.Create(tol)
 	waitPressure(n, corev1.NodeMemoryPressure, corev1.TaintNodeMemoryPressure, corev1.ConditionTrue)
 
-	got := n.WaitPod("default", "hog", "evicted", isEvicted)
+	got := n.WaitPod("default", "mp-hog", "evicted", isEvicted)
 	t.Logf("hog: %s", got.Status.Message)
 	checkEvicted(t, got, "The node was low on resource: memory. Threshold quantity: 500Mi, available: ")
 	if !strings.Contains(got.Status.Message, "Container main was using ") || !strings.HasSuffix(got.Status.Message, ", request is 0, has larger consumption of memory. ") {
 		t.Errorf("hog message %q does not blame container main over its request 0", got.Status.Message)
 	}
-	if msg := evictedEvent(n, "hog"); msg != got.Status.Message {
+	if msg := evictedEvent(n, "mp-hog"); msg != got.Status.Message {
 		t.Errorf("Evicted event message %q, status message %q", msg, got.Status.Message)
 	}
 	lb := n.WaitPod("default", "late-besteffort", "refused", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
@@ -391,7 +391,7 @@ func TestMemoryPressureEviction(t *testing.T) {
 	n.WaitPod("default", "late-tolerant", "ready", ready)
 
 	waitPressure(n, corev1.NodeMemoryPressure, corev1.TaintNodeMemoryPressure, corev1.ConditionFalse)
-	gp, err := n.Get("default", "guaranteed")
+	gp, err := n.Get("default", "mp-guaranteed")
 	if err != nil {
 		t.Fatal(err)
 	}
