@@ -329,29 +329,12 @@ func (s *scrape) container(ps *statsv1alpha1.PodStats, st *runtimeapi.ContainerS
 	// Missing CPU, memory and swap become zeros, as the kubelet reports a
 	// container the runtime gave no numbers for.
 	if cpu := st.Cpu; cpu != nil {
-		cs.CPU = &statsv1alpha1.CPUStats{
-			Time:                 s.ts(cpu.Timestamp),
-			UsageCoreNanoSeconds: value(cpu.UsageCoreNanoSeconds),
-			UsageNanoCores:       value(cpu.UsageNanoCores),
-			PSI:                  criPSI(cpu.Psi),
-		}
-		if cs.CPU.UsageNanoCores == nil && cpu.UsageCoreNanoSeconds != nil {
-			cs.CPU.UsageNanoCores = s.p.cpu.update("container/"+c.Id, s.tsNanos(cpu.Timestamp), cpu.UsageCoreNanoSeconds.Value, s.now)
-		}
+		cs.CPU = s.cpuStats("container/"+c.Id, cpu)
 	} else {
 		cs.CPU = &statsv1alpha1.CPUStats{Time: metav1.NewTime(s.now), UsageCoreNanoSeconds: ptr[uint64](0), UsageNanoCores: ptr[uint64](0)}
 	}
 	if m := st.Memory; m != nil {
-		cs.Memory = &statsv1alpha1.MemoryStats{
-			Time:            s.ts(m.Timestamp),
-			AvailableBytes:  value(m.AvailableBytes),
-			UsageBytes:      value(m.UsageBytes),
-			WorkingSetBytes: value(m.WorkingSetBytes),
-			RSSBytes:        value(m.RssBytes),
-			PageFaults:      value(m.PageFaults),
-			MajorPageFaults: value(m.MajorPageFaults),
-			PSI:             criPSI(m.Psi),
-		}
+		cs.Memory = s.memoryStats(m)
 	} else {
 		cs.Memory = &statsv1alpha1.MemoryStats{Time: metav1.NewTime(s.now), UsageBytes: ptr[uint64](0), WorkingSetBytes: ptr[uint64](0), RSSBytes: ptr[uint64](0)}
 	}
@@ -431,62 +414,24 @@ func (s *scrape) containerLogs(ref statsv1alpha1.PodReference, name string) *sta
 	return fs
 }
 
-// podCPU is the pod's CPU from the runtime's pod-level sample, or the sum
-// of its containers' when the runtime gives none; usageNanoCores is
-// computed from the previous sample when the runtime leaves it out.
-func (s *scrape) podCPU(sandboxID string, cpu *runtimeapi.CpuUsage, containers []statsv1alpha1.ContainerStats) *statsv1alpha1.CPUStats {
-	if cpu != nil {
-		out := &statsv1alpha1.CPUStats{
-			Time:                 s.ts(cpu.Timestamp),
-			UsageCoreNanoSeconds: value(cpu.UsageCoreNanoSeconds),
-			UsageNanoCores:       value(cpu.UsageNanoCores),
-			PSI:                  criPSI(cpu.Psi),
-		}
-		if out.UsageNanoCores == nil && cpu.UsageCoreNanoSeconds != nil {
-			out.UsageNanoCores = s.p.cpu.update("pod/"+sandboxID, s.tsNanos(cpu.Timestamp), cpu.UsageCoreNanoSeconds.Value, s.now)
-		}
-		return out
+// cpuStats is a CRI CPU sample; usageNanoCores, when the runtime leaves
+// it out, is computed from the previous sample kept under key.
+func (s *scrape) cpuStats(key string, cpu *runtimeapi.CpuUsage) *statsv1alpha1.CPUStats {
+	out := &statsv1alpha1.CPUStats{
+		Time:                 s.ts(cpu.Timestamp),
+		UsageCoreNanoSeconds: value(cpu.UsageCoreNanoSeconds),
+		UsageNanoCores:       value(cpu.UsageNanoCores),
+		PSI:                  criPSI(cpu.Psi),
 	}
-	var out *statsv1alpha1.CPUStats
-	for _, c := range containers {
-		if c.CPU == nil {
-			continue
-		}
-		if out == nil {
-			out = &statsv1alpha1.CPUStats{Time: c.CPU.Time}
-		}
-		out.Time = later(out.Time, c.CPU.Time)
-		addUsage(&out.UsageCoreNanoSeconds, c.CPU.UsageCoreNanoSeconds)
-		addUsage(&out.UsageNanoCores, c.CPU.UsageNanoCores)
+	if out.UsageNanoCores == nil && cpu.UsageCoreNanoSeconds != nil {
+		out.UsageNanoCores = s.p.cpu.update(key, s.tsNanos(cpu.Timestamp), cpu.UsageCoreNanoSeconds.Value, s.now)
 	}
 	return out
 }
 
-// podMemory is the pod's memory from the runtime's pod-level sample, with
-// the counters the runtime leaves out (RSS, page faults) summed from the
-// containers; all of it summed from the containers when the runtime gives
-// no pod-level sample.
-func (s *scrape) podMemory(m *runtimeapi.MemoryUsage, containers []statsv1alpha1.ContainerStats) *statsv1alpha1.MemoryStats {
-	var sum *statsv1alpha1.MemoryStats
-	for _, c := range containers {
-		if c.Memory == nil {
-			continue
-		}
-		if sum == nil {
-			sum = &statsv1alpha1.MemoryStats{Time: c.Memory.Time}
-		}
-		sum.Time = later(sum.Time, c.Memory.Time)
-		addUsage(&sum.AvailableBytes, c.Memory.AvailableBytes)
-		addUsage(&sum.UsageBytes, c.Memory.UsageBytes)
-		addUsage(&sum.WorkingSetBytes, c.Memory.WorkingSetBytes)
-		addUsage(&sum.RSSBytes, c.Memory.RSSBytes)
-		addUsage(&sum.PageFaults, c.Memory.PageFaults)
-		addUsage(&sum.MajorPageFaults, c.Memory.MajorPageFaults)
-	}
-	if m == nil {
-		return sum
-	}
-	out := &statsv1alpha1.MemoryStats{
+// memoryStats is a CRI memory sample.
+func (s *scrape) memoryStats(m *runtimeapi.MemoryUsage) *statsv1alpha1.MemoryStats {
+	return &statsv1alpha1.MemoryStats{
 		Time:            s.ts(m.Timestamp),
 		AvailableBytes:  value(m.AvailableBytes),
 		UsageBytes:      value(m.UsageBytes),
@@ -496,6 +441,59 @@ func (s *scrape) podMemory(m *runtimeapi.MemoryUsage, containers []statsv1alpha1
 		MajorPageFaults: value(m.MajorPageFaults),
 		PSI:             criPSI(m.Psi),
 	}
+}
+
+// sumContainers adds up one kind of the containers' stats: of picks it
+// from a container (nil when it has none), add adds one container's into
+// the sum (the latest time, summed counters). Nil when no container has it.
+func sumContainers[T any](containers []statsv1alpha1.ContainerStats, of func(*statsv1alpha1.ContainerStats) *T, add func(sum, c *T)) *T {
+	var sum *T
+	for i := range containers {
+		c := of(&containers[i])
+		if c == nil {
+			continue
+		}
+		if sum == nil {
+			sum = new(T)
+		}
+		add(sum, c)
+	}
+	return sum
+}
+
+// podCPU is the pod's CPU from the runtime's pod-level sample, or the sum
+// of its containers' when the runtime gives none.
+func (s *scrape) podCPU(sandboxID string, cpu *runtimeapi.CpuUsage, containers []statsv1alpha1.ContainerStats) *statsv1alpha1.CPUStats {
+	if cpu != nil {
+		return s.cpuStats("pod/"+sandboxID, cpu)
+	}
+	return sumContainers(containers, func(c *statsv1alpha1.ContainerStats) *statsv1alpha1.CPUStats { return c.CPU },
+		func(sum, c *statsv1alpha1.CPUStats) {
+			sum.Time = later(sum.Time, c.Time)
+			addUsage(&sum.UsageCoreNanoSeconds, c.UsageCoreNanoSeconds)
+			addUsage(&sum.UsageNanoCores, c.UsageNanoCores)
+		})
+}
+
+// podMemory is the pod's memory from the runtime's pod-level sample, with
+// the counters the runtime leaves out (RSS, page faults) summed from the
+// containers; all of it summed from the containers when the runtime gives
+// no pod-level sample.
+func (s *scrape) podMemory(m *runtimeapi.MemoryUsage, containers []statsv1alpha1.ContainerStats) *statsv1alpha1.MemoryStats {
+	sum := sumContainers(containers, func(c *statsv1alpha1.ContainerStats) *statsv1alpha1.MemoryStats { return c.Memory },
+		func(sum, c *statsv1alpha1.MemoryStats) {
+			sum.Time = later(sum.Time, c.Time)
+			addUsage(&sum.AvailableBytes, c.AvailableBytes)
+			addUsage(&sum.UsageBytes, c.UsageBytes)
+			addUsage(&sum.WorkingSetBytes, c.WorkingSetBytes)
+			addUsage(&sum.RSSBytes, c.RSSBytes)
+			addUsage(&sum.PageFaults, c.PageFaults)
+			addUsage(&sum.MajorPageFaults, c.MajorPageFaults)
+		})
+	if m == nil {
+		return sum
+	}
+	out := s.memoryStats(m)
 	if sum != nil {
 		out.RSSBytes = cmp.Or(out.RSSBytes, sum.RSSBytes)
 		out.PageFaults = cmp.Or(out.PageFaults, sum.PageFaults)
@@ -504,21 +502,15 @@ func (s *scrape) podMemory(m *runtimeapi.MemoryUsage, containers []statsv1alpha1
 	return out
 }
 
-// podSwap sums the containers' swap; the CRI has no pod-level swap.
+// podSwap sums the containers' swap (zeros for what they leave out); the
+// CRI has no pod-level swap.
 func podSwap(containers []statsv1alpha1.ContainerStats) *statsv1alpha1.SwapStats {
-	var out *statsv1alpha1.SwapStats
-	for _, c := range containers {
-		if c.Swap == nil {
-			continue
-		}
-		if out == nil {
-			out = &statsv1alpha1.SwapStats{Time: c.Swap.Time, SwapUsageBytes: ptr[uint64](0), SwapAvailableBytes: ptr[uint64](0)}
-		}
-		out.Time = later(out.Time, c.Swap.Time)
-		*out.SwapUsageBytes += deref(c.Swap.SwapUsageBytes)
-		*out.SwapAvailableBytes += deref(c.Swap.SwapAvailableBytes)
-	}
-	return out
+	return sumContainers(containers, func(c *statsv1alpha1.ContainerStats) *statsv1alpha1.SwapStats { return c.Swap },
+		func(sum, c *statsv1alpha1.SwapStats) {
+			sum.Time = later(sum.Time, c.Time)
+			sum.SwapUsageBytes = ptr(deref(sum.SwapUsageBytes) + deref(c.SwapUsageBytes))
+			sum.SwapAvailableBytes = ptr(deref(sum.SwapAvailableBytes) + deref(c.SwapAvailableBytes))
+		})
 }
 
 // storage fills the pod's volume stats and ephemeral storage: the sum of
