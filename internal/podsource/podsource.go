@@ -1,6 +1,10 @@
 package podsource
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // Annotation keys the kubelet keeps on pods; their values are part of the
 // API.
@@ -45,4 +49,14 @@ func IsStatic(pod *corev1.Pod) bool {
 func IsMirror(pod *corev1.Pod) bool {
 	_, ok := pod.Annotations[MirrorAnnotation]
 	return ok
+}
+
+// FirstSeen is when pod's source first delivered it (FirstSeenAnnotation,
+// RFC 3339 with nanoseconds); the zero time when it is missing or unreadable.
+func FirstSeen(pod *corev1.Pod) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, pod.Annotations[FirstSeenAnnotation])
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }

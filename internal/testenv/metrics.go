@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -27,6 +28,19 @@ func ParseMetrics(body []byte) (Metrics, error) {
 		return nil, fmt.Errorf("parse metrics: %w", err)
 	}
 	return mfs, nil
+}
+
+// GatherMetrics is Metrics of what g gathers now.
+func GatherMetrics(g prometheus.Gatherer) (Metrics, error) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return nil, err
+	}
+	out := Metrics{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf
+	}
+	return out, nil
 }
 
 // ScrapeMetrics GETs url (a /metrics endpoint) and parses it.
@@ -54,6 +68,31 @@ func ScrapeMetrics(ctx context.Context, url string) (Metrics, error) {
 // series whose labels include every pair of match.
 func (m Metrics) Sum(name string, match map[string]string) float64 {
 	var n float64
+	for _, s := range m.matching(name, match) {
+		switch {
+		case s.Counter != nil:
+			n += s.GetCounter().GetValue()
+		case s.Gauge != nil:
+			n += s.GetGauge().GetValue()
+		case s.Untyped != nil:
+			n += s.GetUntyped().GetValue()
+		}
+	}
+	return n
+}
+
+// Count adds up the sample counts of histogram name over the series whose
+// labels include every pair of match.
+func (m Metrics) Count(name string, match map[string]string) uint64 {
+	var n uint64
+	for _, s := range m.matching(name, match) {
+		n += s.GetHistogram().GetSampleCount()
+	}
+	return n
+}
+
+func (m Metrics) matching(name string, match map[string]string) []*dto.Metric {
+	var out []*dto.Metric
 series:
 	for _, s := range m[name].GetMetric() {
 		have := map[string]string{}
@@ -65,16 +104,9 @@ series:
 				continue series
 			}
 		}
-		switch {
-		case s.Counter != nil:
-			n += s.GetCounter().GetValue()
-		case s.Gauge != nil:
-			n += s.GetGauge().GetValue()
-		case s.Untyped != nil:
-			n += s.GetUntyped().GetValue()
-		}
+		out = append(out, s)
 	}
-	return n
+	return out
 }
 
 // LoggedHTTPAddr finds the address a service logged when it started serving

@@ -24,6 +24,64 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// MetricsSet names a group of metric families, by the kubelet path that
+// serves it.
+type MetricsSet int32
+
+const (
+	// METRICS_SET_UNSPECIFIED is refused with InvalidArgument.
+	MetricsSet_METRICS_SET_UNSPECIFIED MetricsSet = 0
+	// METRICS_SET_KUBELET: the kubelet_* families of the kubelet's /metrics
+	// (no go_* or process_* families: the serving process adds its own).
+	MetricsSet_METRICS_SET_KUBELET MetricsSet = 1
+	// METRICS_SET_PROBES: the prober's families of /metrics/probes
+	// (prober_probe_total, prober_probe_duration_seconds) and podsyncd's
+	// process_start_time_seconds, the start of the process whose counters
+	// they are.
+	MetricsSet_METRICS_SET_PROBES MetricsSet = 2
+)
+
+// Enum value maps for MetricsSet.
+var (
+	MetricsSet_name = map[int32]string{
+		0: "METRICS_SET_UNSPECIFIED",
+		1: "METRICS_SET_KUBELET",
+		2: "METRICS_SET_PROBES",
+	}
+	MetricsSet_value = map[string]int32{
+		"METRICS_SET_UNSPECIFIED": 0,
+		"METRICS_SET_KUBELET":     1,
+		"METRICS_SET_PROBES":      2,
+	}
+)
+
+func (x MetricsSet) Enum() *MetricsSet {
+	p := new(MetricsSet)
+	*p = x
+	return p
+}
+
+func (x MetricsSet) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MetricsSet) Descriptor() protoreflect.EnumDescriptor {
+	return file_microlet_podsync_v1_podsync_proto_enumTypes[0].Descriptor()
+}
+
+func (MetricsSet) Type() protoreflect.EnumType {
+	return &file_microlet_podsync_v1_podsync_proto_enumTypes[0]
+}
+
+func (x MetricsSet) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MetricsSet.Descriptor instead.
+func (MetricsSet) EnumDescriptor() ([]byte, []int) {
+	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{0}
+}
+
 // WorkerState is the lifecycle stage of a pod worker.
 type WorkerState int32
 
@@ -65,11 +123,11 @@ func (x WorkerState) String() string {
 }
 
 func (WorkerState) Descriptor() protoreflect.EnumDescriptor {
-	return file_microlet_podsync_v1_podsync_proto_enumTypes[0].Descriptor()
+	return file_microlet_podsync_v1_podsync_proto_enumTypes[1].Descriptor()
 }
 
 func (WorkerState) Type() protoreflect.EnumType {
-	return &file_microlet_podsync_v1_podsync_proto_enumTypes[0]
+	return &file_microlet_podsync_v1_podsync_proto_enumTypes[1]
 }
 
 func (x WorkerState) Number() protoreflect.EnumNumber {
@@ -78,7 +136,102 @@ func (x WorkerState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkerState.Descriptor instead.
 func (WorkerState) EnumDescriptor() ([]byte, []int) {
+	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{1}
+}
+
+// GetMetricsRequest asks for one set of metric families.
+type GetMetricsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// set to return.
+	Set           MetricsSet `protobuf:"varint,1,opt,name=set,proto3,enum=microlet.podsync.v1.MetricsSet" json:"set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMetricsRequest) Reset() {
+	*x = GetMetricsRequest{}
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMetricsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMetricsRequest) ProtoMessage() {}
+
+func (x *GetMetricsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMetricsRequest.ProtoReflect.Descriptor instead.
+func (*GetMetricsRequest) Descriptor() ([]byte, []int) {
 	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetMetricsRequest) GetSet() MetricsSet {
+	if x != nil {
+		return x.Set
+	}
+	return MetricsSet_METRICS_SET_UNSPECIFIED
+}
+
+// GetMetricsResponse carries the metric families.
+type GetMetricsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// families in the Prometheus protobuf exposition format: each
+	// io.prometheus.client.MetricFamily (github.com/prometheus/client_model)
+	// preceded by its length as a varint
+	// (application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited).
+	Families      []byte `protobuf:"bytes,1,opt,name=families,proto3" json:"families,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMetricsResponse) Reset() {
+	*x = GetMetricsResponse{}
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMetricsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMetricsResponse) ProtoMessage() {}
+
+func (x *GetMetricsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMetricsResponse.ProtoReflect.Descriptor instead.
+func (*GetMetricsResponse) Descriptor() ([]byte, []int) {
+	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GetMetricsResponse) GetFamilies() []byte {
+	if x != nil {
+		return x.Families
+	}
+	return nil
 }
 
 // ListPodWorkersRequest asks for the workers.
@@ -90,7 +243,7 @@ type ListPodWorkersRequest struct {
 
 func (x *ListPodWorkersRequest) Reset() {
 	*x = ListPodWorkersRequest{}
-	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[0]
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -102,7 +255,7 @@ func (x *ListPodWorkersRequest) String() string {
 func (*ListPodWorkersRequest) ProtoMessage() {}
 
 func (x *ListPodWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[0]
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -115,7 +268,7 @@ func (x *ListPodWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPodWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListPodWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{0}
+	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{2}
 }
 
 // PodWorker describes one pod worker.
@@ -137,7 +290,7 @@ type PodWorker struct {
 
 func (x *PodWorker) Reset() {
 	*x = PodWorker{}
-	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[1]
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -149,7 +302,7 @@ func (x *PodWorker) String() string {
 func (*PodWorker) ProtoMessage() {}
 
 func (x *PodWorker) ProtoReflect() protoreflect.Message {
-	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[1]
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -162,7 +315,7 @@ func (x *PodWorker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodWorker.ProtoReflect.Descriptor instead.
 func (*PodWorker) Descriptor() ([]byte, []int) {
-	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{1}
+	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PodWorker) GetPodUid() string {
@@ -211,7 +364,7 @@ type ListPodWorkersResponse struct {
 
 func (x *ListPodWorkersResponse) Reset() {
 	*x = ListPodWorkersResponse{}
-	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[2]
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -223,7 +376,7 @@ func (x *ListPodWorkersResponse) String() string {
 func (*ListPodWorkersResponse) ProtoMessage() {}
 
 func (x *ListPodWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[2]
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -236,7 +389,7 @@ func (x *ListPodWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPodWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListPodWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{2}
+	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListPodWorkersResponse) GetWorkers() []*PodWorker {
@@ -255,7 +408,7 @@ type GetNodePressureRequest struct {
 
 func (x *GetNodePressureRequest) Reset() {
 	*x = GetNodePressureRequest{}
-	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[3]
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -267,7 +420,7 @@ func (x *GetNodePressureRequest) String() string {
 func (*GetNodePressureRequest) ProtoMessage() {}
 
 func (x *GetNodePressureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[3]
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -280,7 +433,7 @@ func (x *GetNodePressureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodePressureRequest.ProtoReflect.Descriptor instead.
 func (*GetNodePressureRequest) Descriptor() ([]byte, []int) {
-	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{3}
+	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{5}
 }
 
 // GetNodePressureResponse carries the pressure conditions.
@@ -307,7 +460,7 @@ type GetNodePressureResponse struct {
 
 func (x *GetNodePressureResponse) Reset() {
 	*x = GetNodePressureResponse{}
-	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[4]
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -319,7 +472,7 @@ func (x *GetNodePressureResponse) String() string {
 func (*GetNodePressureResponse) ProtoMessage() {}
 
 func (x *GetNodePressureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[4]
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -332,7 +485,7 @@ func (x *GetNodePressureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodePressureResponse.ProtoReflect.Descriptor instead.
 func (*GetNodePressureResponse) Descriptor() ([]byte, []int) {
-	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{4}
+	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetNodePressureResponse) GetSynchronized() bool {
@@ -374,7 +527,11 @@ var File_microlet_podsync_v1_podsync_proto protoreflect.FileDescriptor
 
 const file_microlet_podsync_v1_podsync_proto_rawDesc = "" +
 	"\n" +
-	"!microlet/podsync/v1/podsync.proto\x12\x13microlet.podsync.v1\"\x17\n" +
+	"!microlet/podsync/v1/podsync.proto\x12\x13microlet.podsync.v1\"F\n" +
+	"\x11GetMetricsRequest\x121\n" +
+	"\x03set\x18\x01 \x01(\x0e2\x1f.microlet.podsync.v1.MetricsSetR\x03set\"0\n" +
+	"\x12GetMetricsResponse\x12\x1a\n" +
+	"\bfamilies\x18\x01 \x01(\fR\bfamilies\"\x17\n" +
 	"\x15ListPodWorkersRequest\"\xad\x01\n" +
 	"\tPodWorker\x12\x17\n" +
 	"\apod_uid\x18\x01 \x01(\tR\x06podUid\x12\x1c\n" +
@@ -391,15 +548,22 @@ const file_microlet_podsync_v1_podsync_proto_rawDesc = "" +
 	"\x0fmemory_pressure\x18\x02 \x01(\bR\x0ememoryPressure\x12#\n" +
 	"\rdisk_pressure\x18\x03 \x01(\bR\fdiskPressure\x12!\n" +
 	"\fpid_pressure\x18\x04 \x01(\bR\vpidPressure\x12\x18\n" +
-	"\asignals\x18\x05 \x03(\tR\asignals*\x80\x01\n" +
+	"\asignals\x18\x05 \x03(\tR\asignals*Z\n" +
+	"\n" +
+	"MetricsSet\x12\x1b\n" +
+	"\x17METRICS_SET_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13METRICS_SET_KUBELET\x10\x01\x12\x16\n" +
+	"\x12METRICS_SET_PROBES\x10\x02*\x80\x01\n" +
 	"\vWorkerState\x12\x1c\n" +
 	"\x18WORKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14WORKER_STATE_SYNCING\x10\x01\x12\x1c\n" +
 	"\x18WORKER_STATE_TERMINATING\x10\x02\x12\x1b\n" +
-	"\x17WORKER_STATE_TERMINATED\x10\x032\xe9\x01\n" +
+	"\x17WORKER_STATE_TERMINATED\x10\x032\xc8\x02\n" +
 	"\x0ePodSyncService\x12i\n" +
 	"\x0eListPodWorkers\x12*.microlet.podsync.v1.ListPodWorkersRequest\x1a+.microlet.podsync.v1.ListPodWorkersResponse\x12l\n" +
-	"\x0fGetNodePressure\x12+.microlet.podsync.v1.GetNodePressureRequest\x1a,.microlet.podsync.v1.GetNodePressureResponseBBZ@github.com/microlet/microlet/proto/microlet/podsync/v1;podsyncv1b\x06proto3"
+	"\x0fGetNodePressure\x12+.microlet.podsync.v1.GetNodePressureRequest\x1a,.microlet.podsync.v1.GetNodePressureResponse\x12]\n" +
+	"\n" +
+	"GetMetrics\x12&.microlet.podsync.v1.GetMetricsRequest\x1a'.microlet.podsync.v1.GetMetricsResponseBBZ@github.com/microlet/microlet/proto/microlet/podsync/v1;podsyncv1b\x06proto3"
 
 var (
 	file_microlet_podsync_v1_podsync_proto_rawDescOnce sync.Once
@@ -413,28 +577,34 @@ func file_microlet_podsync_v1_podsync_proto_rawDescGZIP() []byte {
 	return file_microlet_podsync_v1_podsync_proto_rawDescData
 }
 
-var file_microlet_podsync_v1_podsync_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_microlet_podsync_v1_podsync_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_microlet_podsync_v1_podsync_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_microlet_podsync_v1_podsync_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_microlet_podsync_v1_podsync_proto_goTypes = []any{
-	(WorkerState)(0),                // 0: microlet.podsync.v1.WorkerState
-	(*ListPodWorkersRequest)(nil),   // 1: microlet.podsync.v1.ListPodWorkersRequest
-	(*PodWorker)(nil),               // 2: microlet.podsync.v1.PodWorker
-	(*ListPodWorkersResponse)(nil),  // 3: microlet.podsync.v1.ListPodWorkersResponse
-	(*GetNodePressureRequest)(nil),  // 4: microlet.podsync.v1.GetNodePressureRequest
-	(*GetNodePressureResponse)(nil), // 5: microlet.podsync.v1.GetNodePressureResponse
+	(MetricsSet)(0),                 // 0: microlet.podsync.v1.MetricsSet
+	(WorkerState)(0),                // 1: microlet.podsync.v1.WorkerState
+	(*GetMetricsRequest)(nil),       // 2: microlet.podsync.v1.GetMetricsRequest
+	(*GetMetricsResponse)(nil),      // 3: microlet.podsync.v1.GetMetricsResponse
+	(*ListPodWorkersRequest)(nil),   // 4: microlet.podsync.v1.ListPodWorkersRequest
+	(*PodWorker)(nil),               // 5: microlet.podsync.v1.PodWorker
+	(*ListPodWorkersResponse)(nil),  // 6: microlet.podsync.v1.ListPodWorkersResponse
+	(*GetNodePressureRequest)(nil),  // 7: microlet.podsync.v1.GetNodePressureRequest
+	(*GetNodePressureResponse)(nil), // 8: microlet.podsync.v1.GetNodePressureResponse
 }
 var file_microlet_podsync_v1_podsync_proto_depIdxs = []int32{
-	0, // 0: microlet.podsync.v1.PodWorker.state:type_name -> microlet.podsync.v1.WorkerState
-	2, // 1: microlet.podsync.v1.ListPodWorkersResponse.workers:type_name -> microlet.podsync.v1.PodWorker
-	1, // 2: microlet.podsync.v1.PodSyncService.ListPodWorkers:input_type -> microlet.podsync.v1.ListPodWorkersRequest
-	4, // 3: microlet.podsync.v1.PodSyncService.GetNodePressure:input_type -> microlet.podsync.v1.GetNodePressureRequest
-	3, // 4: microlet.podsync.v1.PodSyncService.ListPodWorkers:output_type -> microlet.podsync.v1.ListPodWorkersResponse
-	5, // 5: microlet.podsync.v1.PodSyncService.GetNodePressure:output_type -> microlet.podsync.v1.GetNodePressureResponse
-	4, // [4:6] is the sub-list for method output_type
-	2, // [2:4] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	0, // 0: microlet.podsync.v1.GetMetricsRequest.set:type_name -> microlet.podsync.v1.MetricsSet
+	1, // 1: microlet.podsync.v1.PodWorker.state:type_name -> microlet.podsync.v1.WorkerState
+	5, // 2: microlet.podsync.v1.ListPodWorkersResponse.workers:type_name -> microlet.podsync.v1.PodWorker
+	4, // 3: microlet.podsync.v1.PodSyncService.ListPodWorkers:input_type -> microlet.podsync.v1.ListPodWorkersRequest
+	7, // 4: microlet.podsync.v1.PodSyncService.GetNodePressure:input_type -> microlet.podsync.v1.GetNodePressureRequest
+	2, // 5: microlet.podsync.v1.PodSyncService.GetMetrics:input_type -> microlet.podsync.v1.GetMetricsRequest
+	6, // 6: microlet.podsync.v1.PodSyncService.ListPodWorkers:output_type -> microlet.podsync.v1.ListPodWorkersResponse
+	8, // 7: microlet.podsync.v1.PodSyncService.GetNodePressure:output_type -> microlet.podsync.v1.GetNodePressureResponse
+	3, // 8: microlet.podsync.v1.PodSyncService.GetMetrics:output_type -> microlet.podsync.v1.GetMetricsResponse
+	6, // [6:9] is the sub-list for method output_type
+	3, // [3:6] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_microlet_podsync_v1_podsync_proto_init() }
@@ -447,8 +617,8 @@ func file_microlet_podsync_v1_podsync_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_microlet_podsync_v1_podsync_proto_rawDesc), len(file_microlet_podsync_v1_podsync_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   5,
+			NumEnums:      2,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

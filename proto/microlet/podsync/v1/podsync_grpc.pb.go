@@ -24,6 +24,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	PodSyncService_ListPodWorkers_FullMethodName  = "/microlet.podsync.v1.PodSyncService/ListPodWorkers"
 	PodSyncService_GetNodePressure_FullMethodName = "/microlet.podsync.v1.PodSyncService/GetNodePressure"
+	PodSyncService_GetMetrics_FullMethodName      = "/microlet.podsync.v1.PodSyncService/GetMetrics"
 )
 
 // PodSyncServiceClient is the client API for PodSyncService service.
@@ -41,6 +42,10 @@ type PodSyncServiceClient interface {
 	// MemoryPressure, DiskPressure and PIDPressure conditions, and podsyncd's
 	// eviction and admission act on the same values.
 	GetNodePressure(ctx context.Context, in *GetNodePressureRequest, opts ...grpc.CallOption) (*GetNodePressureResponse, error)
+	// GetMetrics returns the kubelet's metrics podsyncd keeps, for nodeapi to
+	// serve on the kubelet API: the kubelet_* families of /metrics or the
+	// prober's of /metrics/probes, with upstream's names and labels.
+	GetMetrics(ctx context.Context, in *GetMetricsRequest, opts ...grpc.CallOption) (*GetMetricsResponse, error)
 }
 
 type podSyncServiceClient struct {
@@ -71,6 +76,16 @@ func (c *podSyncServiceClient) GetNodePressure(ctx context.Context, in *GetNodeP
 	return out, nil
 }
 
+func (c *podSyncServiceClient) GetMetrics(ctx context.Context, in *GetMetricsRequest, opts ...grpc.CallOption) (*GetMetricsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetMetricsResponse)
+	err := c.cc.Invoke(ctx, PodSyncService_GetMetrics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PodSyncServiceServer is the server API for PodSyncService service.
 // All implementations must embed UnimplementedPodSyncServiceServer
 // for forward compatibility.
@@ -86,6 +101,10 @@ type PodSyncServiceServer interface {
 	// MemoryPressure, DiskPressure and PIDPressure conditions, and podsyncd's
 	// eviction and admission act on the same values.
 	GetNodePressure(context.Context, *GetNodePressureRequest) (*GetNodePressureResponse, error)
+	// GetMetrics returns the kubelet's metrics podsyncd keeps, for nodeapi to
+	// serve on the kubelet API: the kubelet_* families of /metrics or the
+	// prober's of /metrics/probes, with upstream's names and labels.
+	GetMetrics(context.Context, *GetMetricsRequest) (*GetMetricsResponse, error)
 	mustEmbedUnimplementedPodSyncServiceServer()
 }
 
@@ -101,6 +120,9 @@ func (UnimplementedPodSyncServiceServer) ListPodWorkers(context.Context, *ListPo
 }
 func (UnimplementedPodSyncServiceServer) GetNodePressure(context.Context, *GetNodePressureRequest) (*GetNodePressureResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetNodePressure not implemented")
+}
+func (UnimplementedPodSyncServiceServer) GetMetrics(context.Context, *GetMetricsRequest) (*GetMetricsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMetrics not implemented")
 }
 func (UnimplementedPodSyncServiceServer) mustEmbedUnimplementedPodSyncServiceServer() {}
 func (UnimplementedPodSyncServiceServer) testEmbeddedByValue()                        {}
@@ -159,6 +181,24 @@ func _PodSyncService_GetNodePressure_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PodSyncService_GetMetrics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMetricsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PodSyncServiceServer).GetMetrics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PodSyncService_GetMetrics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PodSyncServiceServer).GetMetrics(ctx, req.(*GetMetricsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PodSyncService_ServiceDesc is the grpc.ServiceDesc for PodSyncService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -173,6 +213,10 @@ var PodSyncService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetNodePressure",
 			Handler:    _PodSyncService_GetNodePressure_Handler,
+		},
+		{
+			MethodName: "GetMetrics",
+			Handler:    _PodSyncService_GetMetrics_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

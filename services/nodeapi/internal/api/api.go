@@ -35,8 +35,9 @@ type Deps struct {
 	ContainerLogs http.Handler
 	// Summary serves /stats/summary; ResourceMetrics /metrics/resource.
 	Summary, ResourceMetrics http.Handler
-	// Metrics serves /metrics (the service's own registry).
-	Metrics http.Handler
+	// Metrics serves /metrics (the service's own registry and podsyncd's
+	// kubelet metrics); ProbeMetrics /metrics/probes (the prober's).
+	Metrics, ProbeMetrics http.Handler
 	// Checks are health checks added to ping and log under /healthz.
 	Checks []healthz.HealthChecker
 	// Configz returns the object /configz serves under "kubeletconfig".
@@ -83,6 +84,9 @@ func New(d Deps) http.Handler {
 	}
 	if d.ResourceMetrics != nil {
 		mux.Handle("/metrics/resource", d.ResourceMetrics)
+	}
+	if d.ProbeMetrics != nil {
+		mux.Handle("/metrics/probes", d.ProbeMetrics)
 	}
 
 	if d.DebuggingHandlers {

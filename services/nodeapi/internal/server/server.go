@@ -30,11 +30,13 @@ import (
 	"github.com/microlet/microlet/internal/stats"
 	nodeapiv1 "github.com/microlet/microlet/proto/microlet/nodeapi/v1"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
+	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
 	"github.com/microlet/microlet/services/nodeapi/internal/api"
 	"github.com/microlet/microlet/services/nodeapi/internal/auth"
 	"github.com/microlet/microlet/services/nodeapi/internal/logs"
 	"github.com/microlet/microlet/services/nodeapi/internal/pods"
+	"github.com/microlet/microlet/services/nodeapi/internal/podsyncmetrics"
 	"github.com/microlet/microlet/services/nodeapi/internal/servingcert"
 	"github.com/microlet/microlet/services/nodeapi/internal/streams"
 )
@@ -237,6 +239,13 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	}
 	defer psConn.Close()
 	src := pods.NewSource(podconfigv1.NewPodConfigServiceClient(pcConn), statusdv1.NewStatusServiceClient(sdConn))
+	// The kubelet's own metrics live in podsyncd: fetched at scrape time.
+	podsync := podsyncv1.NewPodSyncServiceClient(psConn)
+	fetchErrs := podsyncmetrics.NewErrors(env.Registry)
+	kubeletMetrics := podsyncmetrics.New(podsync, podsyncv1.MetricsSet_METRICS_SET_KUBELET,
+		podsyncmetrics.WithErrors(fetchErrs), podsyncmetrics.WithLogger(env.Log))
+	probeMetrics := podsyncmetrics.New(podsync, podsyncv1.MetricsSet_METRICS_SET_PROBES,
+		podsyncmetrics.WithErrors(fetchErrs), podsyncmetrics.WithLogger(env.Log))
 
 	handler := api.New(api.Deps{
 		Pods:            src,
@@ -245,7 +254,8 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		ContainerLogs:   logs.NewHandler(src, rt, logs.WithLogger(env.Log)),
 		Summary:         stats.SummaryHandler(statsProvider),
 		ResourceMetrics: stats.ResourceMetricsHandler(statsProvider),
-		Metrics:         promhttp.HandlerFor(prometheus.Gatherers{env.Registry}, promhttp.HandlerOpts{Registry: env.Registry}),
+		Metrics:         metricsHandler(env, env.Registry, kubeletMetrics),
+		ProbeMetrics:    metricsHandler(env, probeMetrics),
 		Checks: []healthz.HealthChecker{healthz.NamedCheck("syncloop", func(r *http.Request) error {
 			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 			defer cancel()
@@ -295,6 +305,15 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		_ = srv.Close()
 	}
 	return nil
+}
+
+// metricsHandler serves gs in the Prometheus formats; a family that cannot
+// be gathered is logged and left out rather than failing the scrape.
+func metricsHandler(env *service.Env, gs ...prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(prometheus.Gatherers(gs), promhttp.HandlerOpts{
+		Registry: env.Registry, ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog: slog.NewLogLogger(env.Log.Handler(), slog.LevelWarn),
+	})
 }
 
 func (s *Server) servingCert(ctx context.Context, client kubernetes.Interface, log *slog.Logger) (*servingcert.Source, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/microlet/microlet/internal/evictionapi"
 	"github.com/microlet/microlet/internal/podsource"
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 	"github.com/microlet/microlet/services/podsyncd/internal/resources"
 )
 
@@ -52,6 +53,9 @@ type Config struct {
 
 // Deps are what the manager measures and acts through.
 type Deps struct {
+	// Metrics counts the evictions by signal (kubelet_evictions); nil
+	// counts nothing.
+	Metrics *kubeletmetrics.Metrics
 	// Summary returns the node's stats Summary (internal/stats).
 	Summary func(ctx context.Context) (*statsapi.Summary, error)
 	// DedicatedImageFs says whether the image filesystem is another
@@ -310,6 +314,7 @@ func (m *Manager) Synchronize(ctx context.Context) (*corev1.Pod, error) {
 		}
 		msg, ann := message(res, pod, stats, updated, obs)
 		if m.evict(pod, grace, msg, ann, log) {
+			m.deps.Metrics.Evicted(string(t.Signal))
 			return pod, nil
 		}
 	}

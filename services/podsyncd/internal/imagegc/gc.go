@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 )
 
 // DefaultPeriod is how often the kubelet collects images (ImageGCPeriod).
@@ -91,6 +93,9 @@ type Options struct {
 	// before the listing): the kubelet's post-GC hook, which prunes the
 	// image pull records of images that are gone.
 	AfterPass func(imageIDs []string, began time.Time)
+	// Metrics counts removed images by reason
+	// (kubelet_image_garbage_collected_total); nil counts nothing.
+	Metrics *kubeletmetrics.Metrics
 }
 
 // record is what the collector knows of one image.
@@ -195,7 +200,7 @@ func (g *GC) GarbageCollect(ctx context.Context) (Result, error) {
 				kept = append(kept, c)
 				continue
 			}
-			if err := g.remove(ctx, c, "age", &res); err != nil {
+			if err := g.remove(ctx, c, kubeletmetrics.ImageGCAge, &res); err != nil {
 				errs = append(errs, err)
 				kept = append(kept, c)
 			}
@@ -230,7 +235,7 @@ func (g *GC) GarbageCollect(ctx context.Context) (Result, error) {
 		if now.Sub(c.firstDetected) < g.policy.MinAge {
 			continue // maybe just pulled, for a container about to start
 		}
-		if err := g.remove(ctx, c, "space", &res); err != nil {
+		if err := g.remove(ctx, c, kubeletmetrics.ImageGCSpace, &res); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -265,7 +270,7 @@ func (g *GC) DeleteUnusedImages(ctx context.Context) (Result, error) {
 		if now.Sub(c.firstDetected) < g.policy.MinAge {
 			continue
 		}
-		if err := g.remove(ctx, c, "space", &res); err != nil {
+		if err := g.remove(ctx, c, kubeletmetrics.ImageGCSpace, &res); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -292,6 +297,7 @@ func (g *GC) remove(ctx context.Context, c candidate, why string, res *Result) e
 	}
 	g.opts.Log.Info("image gc: removed image", "image", c.id, "size", c.size, "reason", why)
 	delete(g.records, c.id)
+	g.opts.Metrics.ImageCollected(why)
 	res.Removed = append(res.Removed, c.id)
 	res.Freed += c.size
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 )
 
 // The kubelet's reasons and messages, kept word for word because tools key
@@ -62,6 +65,8 @@ type options struct {
 	nodeName string
 	ready    func(errs []string)
 	retry    wait.Backoff
+	stateDir string
+	metrics  *kubeletmetrics.Metrics
 }
 
 // Option tunes New.
@@ -85,6 +90,13 @@ func WithRecorder(r record.EventRecorder, nodeName string) Option {
 // WithReadyErrors is told the node's readiness errors whenever they
 // change: [NotReadyMessage] while shutting down, none otherwise.
 func WithReadyErrors(f func(errs []string)) Option { return func(o *options) { o.ready = f } }
+
+// WithState keeps the last shutdown's times in dir/graceful_node_shutdown_state
+// and reports them as kubelet_graceful_shutdown_{start,end}_time_seconds in
+// metrics, restored from the file at start-up as the kubelet does.
+func WithState(dir string, metrics *kubeletmetrics.Metrics) Option {
+	return func(o *options) { o.stateDir, o.metrics = dir, metrics }
+}
 
 // WithRetry sets the backoff between attempts to reach logind.
 func WithRetry(b wait.Backoff) Option { return func(o *options) { o.retry = b } }
@@ -131,6 +143,7 @@ func (m *Manager) Run(ctx context.Context, pods Pods) {
 		m.log.Info("graceful node shutdown is off (shutdown_grace_period and shutdown_grace_period_by_pod_priority are unset)")
 		return
 	}
+	m.restoreMetrics()
 	delay := m.o.retry.DelayFunc()
 	failing := false
 	for {
@@ -202,7 +215,7 @@ func (m *Manager) session(ctx context.Context, pods Pods) (armed bool, err error
 			if shutdown {
 				m.event("Shutdown manager detected shutdown event")
 				m.log.Info("node shutdown announced by logind: stopping pods by priority")
-				m.killPods(pods)
+				m.recordShutdown(func() { m.killPods(pods) })
 				if err := lock.Release(); err != nil {
 					m.log.Warn("could not release the logind lock", "err", err)
 				}
@@ -252,6 +265,40 @@ func (m *Manager) ensureDelay(lg *Logind) error {
 	}
 	m.log.Info("raised logind's InhibitDelayMaxSec", "dropIn", m.o.dropIn, "delay", need)
 	return nil
+}
+
+// restoreMetrics sets the shutdown gauges from the state file.
+func (m *Manager) restoreMetrics() {
+	if m.o.stateDir == "" {
+		return
+	}
+	st, err := LoadState(filepath.Join(m.o.stateDir, StateFile))
+	if err != nil {
+		m.log.Warn("could not load the graceful shutdown state", "err", err)
+		return
+	}
+	m.o.metrics.SetShutdownTimes(st.StartTime, st.EndTime)
+}
+
+// recordShutdown runs kill between storing the shutdown's start and its
+// end, with the gauges following (end 0 while it runs).
+func (m *Manager) recordShutdown(kill func()) {
+	if m.o.stateDir == "" {
+		kill()
+		return
+	}
+	path := filepath.Join(m.o.stateDir, StateFile)
+	st := State{StartTime: m.o.clock.Now()}
+	if err := StoreState(path, st); err != nil {
+		m.log.Warn("could not store the graceful shutdown state", "err", err)
+	}
+	m.o.metrics.SetShutdownTimes(st.StartTime, time.Time{})
+	kill()
+	st.EndTime = m.o.clock.Now()
+	if err := StoreState(path, st); err != nil {
+		m.log.Warn("could not store the graceful shutdown state", "err", err)
+	}
+	m.o.metrics.SetShutdownTimes(st.StartTime, st.EndTime)
 }
 
 func (m *Manager) setShuttingDown(v bool) {

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubelettypes "k8s.io/kubelet/pkg/types"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 )
 
 // Relister reports changed pods.
@@ -22,11 +24,33 @@ type Relister struct {
 	onChange func(types.UID)
 	log      *slog.Logger
 	last     map[types.UID]string
+	metrics  *kubeletmetrics.Metrics
+	// lastOK is when the last successful relist began.
+	lastOK time.Time
 }
 
+// Option configures a Relister.
+type Option func(*Relister)
+
+// WithMetrics records the kubelet's PLEG metrics (relist duration and
+// interval, last seen) and the running pods and containers in m.
+func WithMetrics(m *kubeletmetrics.Metrics) Option { return func(r *Relister) { r.metrics = m } }
+
 // New returns a relister calling onChange for every pod whose runtime state changed.
-func New(rt runtimeapi.RuntimeServiceClient, period time.Duration, log *slog.Logger, onChange func(types.UID)) *Relister {
-	return &Relister{rt: rt, period: period, onChange: onChange, log: log, last: map[types.UID]string{}}
+func New(rt runtimeapi.RuntimeServiceClient, period time.Duration, log *slog.Logger, onChange func(types.UID), opts ...Option) *Relister {
+	r := &Relister{rt: rt, period: period, onChange: onChange, log: log, last: map[types.UID]string{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// containerStates are the kubelet's names of the CRI container states.
+var containerStates = map[runtimeapi.ContainerState]string{
+	runtimeapi.ContainerState_CONTAINER_CREATED: "created",
+	runtimeapi.ContainerState_CONTAINER_RUNNING: "running",
+	runtimeapi.ContainerState_CONTAINER_EXITED:  "exited",
+	runtimeapi.ContainerState_CONTAINER_UNKNOWN: "unknown",
 }
 
 // Run relists until ctx ends, and follows the runtime's event stream alongside.
@@ -47,7 +71,18 @@ func (r *Relister) Run(ctx context.Context) {
 }
 
 // Relist compares the runtime with the previous relist once.
-func (r *Relister) Relist(ctx context.Context) error {
+func (r *Relister) Relist(ctx context.Context) (err error) {
+	start := time.Now()
+	var since time.Duration
+	if !r.lastOK.IsZero() {
+		since = start.Sub(r.lastOK)
+	}
+	defer func() {
+		if err == nil {
+			r.lastOK = start
+		}
+		r.metrics.Relisted(start, time.Since(start), since, err == nil)
+	}()
 	sbs, err := r.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	if err != nil {
 		return err
@@ -57,20 +92,27 @@ func (r *Relister) Relist(ctx context.Context) error {
 		return err
 	}
 	parts := map[types.UID][]string{}
+	ready := map[types.UID]bool{}
 	for _, sb := range sbs.Items {
 		uid := types.UID(sb.Labels[kubelettypes.KubernetesPodUIDLabel])
 		if uid == "" {
 			continue
 		}
 		parts[uid] = append(parts[uid], "s:"+sb.Id+":"+sb.State.String())
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			ready[uid] = true
+		}
 	}
+	states := map[string]int{}
 	for _, c := range cs.Containers {
 		uid := types.UID(c.Labels[kubelettypes.KubernetesPodUIDLabel])
 		if uid == "" {
 			continue
 		}
 		parts[uid] = append(parts[uid], "c:"+c.Id+":"+c.State.String())
+		states[containerStates[c.State]]++
 	}
+	r.metrics.SetRunning(len(ready), states)
 	now := map[types.UID]string{}
 	for uid, p := range parts {
 		sort.Strings(p)

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubelettypes "k8s.io/kubelet/pkg/types"
 	"k8s.io/utils/dump"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 )
 
 // Label and annotation keys, the same as the kubelet's so tools that know the
@@ -33,6 +35,17 @@ const (
 	// containerTypeEphemeral marks an ephemeral container (kubectl debug).
 	containerTypeEphemeral = "ephemeral"
 )
+
+// metricLabel is the kind's container_type in the kubelet's metrics.
+func (k containerKind) metricLabel() string {
+	switch k {
+	case kindInit:
+		return kubeletmetrics.ContainerTypeInit
+	case kindEphemeral:
+		return kubeletmetrics.ContainerTypeEphemeral
+	}
+	return kubeletmetrics.ContainerTypeContainer
+}
 
 // containerKind is the list of the pod spec a container comes from.
 type containerKind int

@@ -24,6 +24,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/dns"
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 	"github.com/microlet/microlet/services/podsyncd/internal/pullmanager"
 	"github.com/microlet/microlet/services/podsyncd/internal/pullsecrets"
 	"github.com/microlet/microlet/services/podsyncd/internal/securitycontext"
@@ -102,6 +103,10 @@ type Options struct {
 	// PullRecords verifies a pod's credentials for images already present
 	// (KubeletEnsureSecretPulledImages); nil lets every pod use them.
 	PullRecords *pullmanager.Manager
+	// Metrics counts sandbox and container starts and their failures
+	// (kubelet_started_pods_total, kubelet_started_containers_total and
+	// their _errors_total); nil counts nothing.
+	Metrics *kubeletmetrics.Metrics
 }
 
 // Reason is a container's waiting reason remembered between syncs.
@@ -541,8 +546,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) S
 	}
 	sandboxID := a.SandboxID
 	if a.CreateSandbox {
+		m.opts.Metrics.SandboxStarting()
 		id, err := m.createSandbox(ctx, pod, a.SandboxAttempt)
 		if err != nil {
+			m.opts.Metrics.SandboxFailed()
 			m.opts.Recorder.Eventf(events.PodRef(pod), corev1.EventTypeWarning, events.FailedCreatePodSandBox, "Failed to create pod sandbox: %v", err)
 			res.fail(fmt.Errorf("create sandbox: %w", err))
 			return res
@@ -629,9 +636,21 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 			_, _ = m.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: prev.ID})
 		}
 	}
+	// Past the back-off, an attempt counts as a start; a failure counts
+	// with its error code, the reason the container waits with.
+	label := kind.metricLabel()
+	m.opts.Metrics.ContainerStarting(label)
+	code := ""
+	defer func() {
+		if code != "" {
+			m.opts.Metrics.ContainerFailed(label, code)
+		}
+	}()
 	imageRef, err := m.ensureImage(ctx, pod, c)
 	if err != nil {
+		code = ReasonErrImagePull
 		if r, ok := m.Reasons(pod.UID)[c.Name]; ok {
+			code = r.Reason
 			m.containerEvent(pod, c, "", corev1.EventTypeWarning, events.Failed, "Error: "+r.Reason)
 		}
 		res.fail(err)
@@ -639,7 +658,9 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 	}
 	imageVols, err := m.imageVolumes(ctx, pod, c)
 	if err != nil {
+		code = ReasonErrImagePull
 		if r, ok := m.Reasons(pod.UID)[c.Name]; ok {
+			code = r.Reason
 			m.containerEvent(pod, c, "", corev1.EventTypeWarning, events.Failed, "Error: "+r.Reason)
 		}
 		res.fail(err)
@@ -647,6 +668,7 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 	}
 	target, err := pidTarget(pod, c, kind, st)
 	if err != nil {
+		code = ReasonCreateConfigError
 		m.containerEvent(pod, c, "", corev1.EventTypeWarning, events.Failed, "Error: "+err.Error())
 		m.setReason(pod.UID, c.Name, &Reason{ReasonCreateConfigError, err.Error()})
 		res.fail(err)
@@ -654,6 +676,7 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 	}
 	cfg, err := m.containerConfig(ctx, pod, c, kind, restarts, imageRef, sandboxID, target, imageVols)
 	if err != nil {
+		code = ReasonCreateConfigError
 		m.containerEvent(pod, c, "", corev1.EventTypeWarning, events.Failed, "Error: "+err.Error())
 		m.setReason(pod.UID, c.Name, &Reason{ReasonCreateConfigError, err.Error()})
 		res.fail(err)
@@ -661,6 +684,7 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 	}
 	created, err := m.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sbConfig})
 	if err != nil {
+		code = ReasonCreateContainerError
 		m.containerEvent(pod, c, "", corev1.EventTypeWarning, events.Failed, "Error: "+grpcMessage(err))
 		m.setReason(pod.UID, c.Name, &Reason{ReasonCreateContainerError, err.Error()})
 		res.fail(fmt.Errorf("create container %s: %w", c.Name, err))
@@ -669,6 +693,7 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 	m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeNormal, events.Created, "Container created")
 	m.recordActuated(pod, c, kind)
 	if _, err := m.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
+		code = ReasonRunContainerError
 		m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeWarning, events.Failed, "Error: "+grpcMessage(err))
 		m.setReason(pod.UID, c.Name, &Reason{ReasonRunContainerError, err.Error()})
 		res.fail(fmt.Errorf("start container %s: %w", c.Name, err))
@@ -686,6 +711,7 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 			m.log.Warn("postStart hook failed; killing container", "pod", podRef(pod), "container", c.Name, "err", err)
 			m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeWarning, events.FailedPostStartHook, "PostStartHook failed")
 			m.setReason(pod.UID, c.Name, &Reason{ReasonPostStartHookError, msg})
+			code = ReasonPostStartHookError
 			_ = m.killContainer(ctx, pod, created.ContainerId, c.Name, "FailedPostStartHook", nil)
 			res.fail(fmt.Errorf("postStart hook of %s: %w", c.Name, err))
 		}

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 )
 
 // State is a worker's lifecycle stage.
@@ -57,6 +59,36 @@ type worker struct {
 	timer   *time.Timer
 	// stopped are closed once the pod's containers have stopped (Kill).
 	stopped []chan struct{}
+	// op is the pending work's operation_type, asked for at opAt (zero:
+	// none pending), for kubelet_pod_worker_duration_seconds.
+	op   string
+	opAt time.Time
+}
+
+// request notes work of kind op asked for now. Requests that wait for the
+// same pass fold into one, timed from the first; a kill outranks the rest
+// and create outranks update and sync.
+func (wk *worker) request(op string, now time.Time) {
+	wk.mu.Lock()
+	defer wk.mu.Unlock()
+	if wk.opAt.IsZero() {
+		wk.op, wk.opAt = op, now
+		return
+	}
+	if opRank[op] > opRank[wk.op] {
+		wk.op = op
+	}
+}
+
+var opRank = map[string]int{kubeletmetrics.OpSync: 0, kubeletmetrics.OpUpdate: 1, kubeletmetrics.OpCreate: 2, kubeletmetrics.OpKill: 3}
+
+// take returns the pending request and clears it.
+func (wk *worker) take() (string, time.Time) {
+	wk.mu.Lock()
+	defer wk.mu.Unlock()
+	op, at := wk.op, wk.opAt
+	wk.op, wk.opAt = "", time.Time{}
+	return op, at
 }
 
 // Workers owns the per-pod workers.
@@ -69,11 +101,24 @@ type Workers struct {
 	mu      sync.Mutex
 	workers map[types.UID]*worker
 	wg      sync.WaitGroup
+	metrics *kubeletmetrics.Metrics
 }
 
+// Option configures Workers.
+type Option func(*Workers)
+
+// WithMetrics times every worker pass in m's
+// kubelet_pod_worker_duration_seconds, from the request to the end of the
+// pass, by operation_type (create, update, sync, kill, terminated).
+func WithMetrics(m *kubeletmetrics.Metrics) Option { return func(w *Workers) { w.metrics = m } }
+
 // New returns workers that resync every pod at least every resync.
-func New(ctx context.Context, h Handler, log *slog.Logger, resync time.Duration) *Workers {
-	return &Workers{ctx: ctx, h: h, log: log, resync: resync, workers: map[types.UID]*worker{}}
+func New(ctx context.Context, h Handler, log *slog.Logger, resync time.Duration, opts ...Option) *Workers {
+	w := &Workers{ctx: ctx, h: h, log: log, resync: resync, workers: map[types.UID]*worker{}}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
 }
 
 // Sync starts or updates the worker of pod.
@@ -125,6 +170,7 @@ func (w *Workers) Trigger(uid types.UID) {
 	wk := w.workers[uid]
 	w.mu.Unlock()
 	if wk != nil {
+		wk.request(kubeletmetrics.OpSync, time.Now())
 		wk.poke()
 	}
 }
@@ -159,13 +205,23 @@ func (w *Workers) List() []Info {
 func (w *Workers) Wait() { w.wg.Wait() }
 
 func (w *Workers) update(pod *corev1.Pod, kill, remove bool, grace *int64) {
+	op := kubeletmetrics.OpUpdate
+	if kill {
+		op = kubeletmetrics.OpKill
+	}
 	w.mu.Lock()
 	wk := w.workers[pod.UID]
 	if wk == nil {
 		wk = &worker{notify: make(chan struct{}, 1), pod: pod}
 		w.workers[pod.UID] = wk
 		w.wg.Add(1)
+		if !kill {
+			op = kubeletmetrics.OpCreate
+		}
+		wk.request(op, time.Now())
 		go w.run(pod.UID, wk)
+	} else {
+		wk.request(op, time.Now())
 	}
 	w.mu.Unlock()
 	wk.mu.Lock()
@@ -210,6 +266,15 @@ func (w *Workers) run(uid types.UID, wk *worker) {
 // step advances the pod as far as it can go now; it reports true when the
 // worker is finished and should exit.
 func (w *Workers) step(uid types.UID, wk *worker) bool {
+	// The pass's first handler call answers the pending request.
+	op, at := wk.take()
+	done := func() {
+		if !at.IsZero() {
+			w.metrics.PodWorkerDone(op, time.Since(at))
+			at = time.Time{}
+		}
+	}
+	defer done()
 	for {
 		wk.mu.Lock()
 		pod, state, kill, remove, grace := wk.pod, wk.state, wk.kill, wk.remove, wk.grace
@@ -222,6 +287,7 @@ func (w *Workers) step(uid types.UID, wk *worker) bool {
 				continue
 			}
 			terminal, requeue, err := w.h.SyncPod(ctx, pod)
+			done()
 			w.setErr(wk, err)
 			if err != nil {
 				w.log.Warn("sync failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
@@ -240,7 +306,9 @@ func (w *Workers) step(uid types.UID, wk *worker) bool {
 			w.later(wk, next)
 			return false
 		case Terminating:
-			if err := w.h.SyncTerminatingPod(ctx, pod, grace); err != nil {
+			err := w.h.SyncTerminatingPod(ctx, pod, grace)
+			done()
+			if err != nil {
 				w.setErr(wk, err)
 				w.log.Warn("terminating failed; retrying", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 				if ctx.Err() != nil {
@@ -252,6 +320,7 @@ func (w *Workers) step(uid types.UID, wk *worker) bool {
 			w.setState(wk, Terminated, "")
 			continue
 		case Terminated:
+			began := time.Now()
 			if err := w.h.SyncTerminatedPod(ctx, pod, remove || kill); err != nil {
 				w.setErr(wk, err)
 				if ctx.Err() != nil {
@@ -261,6 +330,8 @@ func (w *Workers) step(uid types.UID, wk *worker) bool {
 				return false
 			}
 			w.setErr(wk, nil)
+			done()
+			w.metrics.PodWorkerDone(kubeletmetrics.OpTerminated, time.Since(began))
 			return remove
 		}
 	}
@@ -295,5 +366,8 @@ func (w *Workers) later(wk *worker, d time.Duration) {
 	if wk.timer != nil {
 		wk.timer.Stop()
 	}
-	wk.timer = time.AfterFunc(d, wk.poke)
+	wk.timer = time.AfterFunc(d, func() {
+		wk.request(kubeletmetrics.OpSync, time.Now())
+		wk.poke()
+	})
 }

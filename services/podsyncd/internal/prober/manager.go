@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 )
 
@@ -38,6 +39,7 @@ type Manager struct {
 
 	mu      sync.Mutex
 	rec     events.Recorder
+	metrics *kubeletmetrics.Metrics
 	workers map[key]*worker
 	// results hold each worker's verdict by container ID and kind.
 	results map[string]map[Kind]verdict
@@ -77,6 +79,39 @@ func (m *Manager) SetRecorder(rec events.Recorder) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.rec = rec
+}
+
+// SetMetrics counts every probe run in the prober's metrics
+// (prober_probe_total, prober_probe_duration_seconds); a worker's series
+// go when it stops.
+func (m *Manager) SetMetrics(metrics *kubeletmetrics.Metrics) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.metrics = metrics
+}
+
+func (m *Manager) probeMetrics() *kubeletmetrics.Metrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.metrics
+}
+
+// dropSeries deletes the series of a worker that ended, unless a live
+// worker probes the same pod, container name and kind (the next instance
+// of a restarted container carries the series on, as upstream's one
+// worker per container name does).
+func (m *Manager) dropSeries(w *worker) {
+	tg := w.snapshot()
+	m.mu.Lock()
+	metrics := m.metrics
+	for k, o := range m.workers {
+		if o != w && k.uid == w.key.uid && k.kind == w.key.kind && o.probeName() == tg.Container.Name {
+			m.mu.Unlock()
+			return
+		}
+	}
+	m.mu.Unlock()
+	metrics.ProbeStopped(w.metricTarget(tg))
 }
 
 func (m *Manager) recorder() events.Recorder {
@@ -235,6 +270,9 @@ type worker struct {
 	done chan struct{}
 }
 
+// probeName is the name of the container the worker probes.
+func (w *worker) probeName() string { return w.snapshot().Container.Name }
+
 func (w *worker) stop() { w.once.Do(func() { close(w.done) }) }
 
 func (w *worker) setPod(pod *corev1.Pod, podIP string) {
@@ -250,6 +288,23 @@ func (w *worker) snapshot() Target {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.target
+}
+
+// metricTarget is the worker's labels in the prober's metrics.
+func (w *worker) metricTarget(tg Target) kubeletmetrics.ProbeTarget {
+	return kubeletmetrics.ProbeTarget{Kind: string(w.key.kind), Namespace: tg.Pod.Namespace, Pod: tg.Pod.Name,
+		PodUID: string(tg.Pod.UID), Container: tg.Container.Name}
+}
+
+// resultLabel is prober_probe_total's result label of r.
+func resultLabel(r Result) string {
+	switch r {
+	case Success:
+		return kubeletmetrics.ProbeSuccessful
+	case Failure:
+		return kubeletmetrics.ProbeFailed
+	}
+	return kubeletmetrics.ProbeUnknown
 }
 
 func (w *worker) loop() {
@@ -275,6 +330,7 @@ func (w *worker) loop() {
 	start := w.m.clock.Now()
 	initial := time.Duration(p.InitialDelaySeconds) * time.Second
 	last, run := Unknown, 0
+	defer w.m.dropSeries(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-w.done; cancel() }()
@@ -306,10 +362,12 @@ func (w *worker) probeOnce(ctx context.Context, start time.Time, initial time.Du
 	if w.m.clock.Since(start) < initial {
 		return false
 	}
+	began := w.m.clock.Now()
 	res, msg := w.m.run(ctx, w.probe, tg)
 	if ctx.Err() != nil {
 		return true
 	}
+	w.m.probeMetrics().Probed(w.metricTarget(tg), resultLabel(res), w.m.clock.Since(began))
 	if res == *last {
 		*run++
 	} else {

@@ -9,8 +9,12 @@ import (
 	"strings"
 	"time"
 
+	ocgroups "github.com/opencontainers/cgroups"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,6 +27,7 @@ import (
 	"github.com/microlet/microlet/internal/evictionapi"
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/kubeclient"
+	"github.com/microlet/microlet/internal/promwire"
 	"github.com/microlet/microlet/internal/service"
 	"github.com/microlet/microlet/internal/stats"
 	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
@@ -38,6 +43,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
 	"github.com/microlet/microlet/services/podsyncd/internal/eviction"
 	"github.com/microlet/microlet/services/podsyncd/internal/imagegc"
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 	"github.com/microlet/microlet/services/podsyncd/internal/nodeshutdown"
 	"github.com/microlet/microlet/services/podsyncd/internal/podcgroups"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
@@ -130,11 +136,12 @@ type Server struct {
 	cfg       Config
 	loop      *syncloop.Loop
 	evictions *eviction.Manager
+	metrics   *kubeletmetrics.Metrics
 }
 
 // New returns the service with the kubelet's defaults.
 func New() *Server {
-	return &Server{cfg: Config{
+	return &Server{metrics: kubeletmetrics.New(), cfg: Config{
 		Common:             service.DefaultCommon(),
 		PodLogsDir:         "/var/log/pods",
 		ResyncPeriod:       10 * time.Second,
@@ -232,6 +239,9 @@ func (s *Server) Register(env *service.Env) error {
 		}
 	}
 	podsyncv1.RegisterPodSyncServiceServer(env.Server.GRPC(), s)
+	// --metrics-addr serves the kubelet's metrics too, beside the process's.
+	env.Gather(s.metrics.Kubelet())
+	env.Gather(s.metrics.Probes())
 	return nil
 }
 
@@ -303,6 +313,8 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		defer cc.Close()
 		imgConn = cc
 	}
+	s.metrics.SetNodeName(c.NodeName)
+	s.metrics.SetCgroupVersion(cgroupVersion())
 	rt := runtimeapi.NewRuntimeServiceClient(conns[components.RuntimeShim])
 	img := runtimeapi.NewImageServiceClient(imgConn)
 
@@ -408,12 +420,13 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		Credentials:    creds,
 		PodCgroup:      podCgroup,
 		PullRecords:    pullRecords,
+		Metrics:        s.metrics,
 	})
 	gc := containergc.New(rt, c.gcPolicy(), containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.ContainerLogSymlinkDir, Log: env.Log})
 	logPolicy, _ := c.logPolicy() // validated in Register
 	go containerlogs.NewRotator(rt, logPolicy, env.Log, nil).Run(ctx, c.ContainerLogMonitorInterval)
 	imageGC := imagegc.New(rt, img, c.imagePolicy(), imagegc.Options{Recorder: recorder, NodeName: c.NodeName, Log: env.Log,
-		AfterPass: pullRecords.PruneUnknownRecords})
+		AfterPass: pullRecords.PruneUnknownRecords, Metrics: s.metrics})
 	go imageGC.Run(ctx, c.ImageGCPeriod)
 	summary, closeStats, err := s.statsProvider(ctx, env, cgroups != nil)
 	if err != nil {
@@ -434,6 +447,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		Recorder: recorder,
 		NodeName: c.NodeName,
 		Log:      env.Log,
+		Metrics:  s.metrics,
 	}
 	// The manager acts through the loop and the loop admits through the
 	// manager: the loop's hooks are bound once both exist.
@@ -449,14 +463,15 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	// through ReportReadyErrors.
 	ready := nodeshutdown.NewReadyReporter(nodes, env.Log, 0)
 	shutdown := nodeshutdown.New(c.shutdown(), env.Log, nodeshutdown.WithBusAddress(c.SystemBusAddress),
-		nodeshutdown.WithDropIn(c.LogindDropIn), nodeshutdown.WithRecorder(recorder, c.NodeName), nodeshutdown.WithReadyErrors(ready.Set))
+		nodeshutdown.WithDropIn(c.LogindDropIn), nodeshutdown.WithRecorder(recorder, c.NodeName), nodeshutdown.WithReadyErrors(ready.Set),
+		nodeshutdown.WithState(c.DataDir, s.metrics))
 	loop = syncloop.New(env.Log, rm, rt,
 		podconfigv1.NewPodConfigServiceClient(conns[components.PodConfig]),
 		statusdv1.NewStatusServiceClient(conns[components.Statusd]),
 		nodes,
 		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod,
 			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod, Allocation: alloc, Cgroups: syncloopCgroups(cgroups),
-			AdmitPressure: s.evictions.Admit, Shutdown: shutdown})
+			AdmitPressure: s.evictions.Admit, Shutdown: shutdown, Metrics: s.metrics})
 	s.loop = loop
 	env.Ready()
 	go s.evictions.Run(ctx)
@@ -525,6 +540,37 @@ func (s *Server) GetNodePressure(context.Context, *podsyncv1.GetNodePressureRequ
 		resp.Signals = append(resp.Signals, string(sig))
 	}
 	return resp, nil
+}
+
+// GetMetrics implements PodSyncService: one set of the kubelet's metrics
+// podsyncd keeps, encoded for nodeapi to serve.
+func (s *Server) GetMetrics(_ context.Context, req *podsyncv1.GetMetricsRequest) (*podsyncv1.GetMetricsResponse, error) {
+	var g prometheus.Gatherer
+	switch req.GetSet() {
+	case podsyncv1.MetricsSet_METRICS_SET_KUBELET:
+		g = s.metrics.Kubelet()
+	case podsyncv1.MetricsSet_METRICS_SET_PROBES:
+		g = s.metrics.ProbesEndpoint()
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "set: want METRICS_SET_KUBELET or METRICS_SET_PROBES, got %s", req.GetSet())
+	}
+	mfs, err := g.Gather()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "gather: %v", err)
+	}
+	b, err := promwire.Encode(mfs)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	return &podsyncv1.GetMetricsResponse{Families: b}, nil
+}
+
+// cgroupVersion is the host's cgroup version for kubelet_cgroup_version.
+func cgroupVersion() int {
+	if ocgroups.IsCgroup2UnifiedMode() {
+		return 2
+	}
+	return 1
 }
 
 // ListPodWorkers implements PodSyncService.

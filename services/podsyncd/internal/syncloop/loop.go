@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/microlet/microlet/internal/podsource"
 	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
@@ -21,6 +22,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/allocation"
 	"github.com/microlet/microlet/services/podsyncd/internal/containergc"
 	"github.com/microlet/microlet/services/podsyncd/internal/desired"
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 	"github.com/microlet/microlet/services/podsyncd/internal/nodeshutdown"
 	"github.com/microlet/microlet/services/podsyncd/internal/pleg"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
@@ -51,6 +53,9 @@ type Options struct {
 	// shutdown manager's admit handler, asked after the others as the
 	// kubelet's is); nil admits.
 	Shutdown ShutdownAdmitter
+	// Metrics receives the kubelet's metrics of the loop and its parts
+	// (pod workers, PLEG, prober, admission, pod counts); nil records none.
+	Metrics *kubeletmetrics.Metrics
 }
 
 // ShutdownAdmitter is the node shutdown manager's admission check.
@@ -87,8 +92,11 @@ type Loop struct {
 	// shutdownKilled are the pods the node shutdown manager stopped; their
 	// status is Failed/Terminated (unless they Succeeded).
 	shutdownKilled map[types.UID]bool
-	node           *corev1.Node
-	nodeAt         time.Time
+	// removed are the pods that left their source, with when, so one
+	// that comes back under the same UID counts as restarted.
+	removed map[types.UID]removedPod
+	node    *corev1.Node
+	nodeAt  time.Time
 }
 
 // New builds a loop over the given clients.
@@ -113,6 +121,7 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt runtimeapi.RuntimeServiceC
 		opts: opts, log: log, rm: rm, rt: rt, podcfg: podcfg, status: status, nodes: nodes,
 		admitted: map[types.UID]*corev1.Pod{}, rejected: map[types.UID]bool{}, last: map[types.UID]*corev1.PodStatus{},
 		evicted: map[types.UID]string{}, cleaned: map[types.UID]bool{}, shutdownKilled: map[types.UID]bool{},
+		removed: map[types.UID]removedPod{},
 	}
 	// A changed probe verdict resyncs the pod: a failed liveness probe
 	// restarts the container, readiness is reported through the status.
@@ -122,6 +131,7 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt runtimeapi.RuntimeServiceC
 		}
 	})
 	l.probes.SetRecorder(rm.Recorder())
+	l.probes.SetMetrics(opts.Metrics)
 	rm.SetHealth(l.probes)
 	if opts.Cgroups != nil {
 		opts.Cgroups.SetActivePods(l.activePods)
@@ -138,9 +148,9 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt runtimeapi.RuntimeServiceC
 
 // Run runs until ctx ends.
 func (l *Loop) Run(ctx context.Context) {
-	l.workers = podworkers.New(ctx, l, l.log, l.opts.ResyncPeriod)
+	l.workers = podworkers.New(ctx, l, l.log, l.opts.ResyncPeriod, podworkers.WithMetrics(l.opts.Metrics))
 	l.store = desired.New(l.podcfg, l, l.log)
-	relister := pleg.New(l.rt, l.opts.RelistPeriod, l.log, l.workers.Trigger)
+	relister := pleg.New(l.rt, l.opts.RelistPeriod, l.log, l.workers.Trigger, pleg.WithMetrics(l.opts.Metrics))
 	defer l.probes.Stop()
 	var wg sync.WaitGroup
 	wg.Add(4)
@@ -171,9 +181,14 @@ func (l *Loop) Add(pod *corev1.Pod) {
 	l.mu.Lock()
 	_, known := l.admitted[pod.UID]
 	rejected := l.rejected[pod.UID]
+	_, restarted := l.removed[pod.UID]
+	delete(l.removed, pod.UID)
 	l.mu.Unlock()
 	if rejected {
 		return
+	}
+	if restarted {
+		l.opts.Metrics.PodRestarted(podsource.IsStatic(pod))
 	}
 	// A pod with a worker was admitted before (a killed pod's worker stays
 	// after its admission record is dropped): it is not admitted again.
@@ -220,6 +235,7 @@ func (l *Loop) Remove(pod *corev1.Pod) {
 	l.mu.Lock()
 	delete(l.rejected, pod.UID)
 	delete(l.cleaned, pod.UID)
+	l.removed[pod.UID] = removedPod{at: l.opts.Clock.Now(), static: podsource.IsStatic(pod)}
 	l.mu.Unlock()
 	l.workers.Remove(pod)
 }
@@ -273,6 +289,7 @@ func (l *Loop) admit(pod *corev1.Pod) bool {
 		res.Admit, res.Reason, res.Message = sd.Admit()
 	}
 	if !res.Admit {
+		l.opts.Metrics.AdmissionRejected(res.Reason)
 		l.log.Info("pod rejected", "pod", pod.Namespace+"/"+pod.Name, "reason", res.Reason, "message", res.Message)
 		l.mu.Lock()
 		l.rejected[pod.UID] = true
@@ -343,6 +360,7 @@ func (l *Loop) SyncPod(ctx context.Context, spec *corev1.Pod) (bool, time.Durati
 	// resize of the spec is admitted (or left pending) first.
 	l.handleResize(ctx, spec)
 	pod := l.allocated(spec)
+	prev := l.lastStatus(pod.UID)
 	st, err := l.rm.GetPodStatus(ctx, pod.UID)
 	if err != nil {
 		return false, 0, err
@@ -369,6 +387,7 @@ func (l *Loop) SyncPod(ctx context.Context, spec *corev1.Pod) (bool, time.Durati
 		l.resizeProgress(pod, st2, res.ResizeError)
 		l.probes.Sync(pod, st2)
 		post := l.generate(ctx, pod, st2, false)
+		l.observeStart(pod, prev, &pre, &post)
 		l.report(ctx, pod, &post)
 		started = post.StartTime
 	}
@@ -503,6 +522,7 @@ func (l *Loop) housekeeping(ctx context.Context) {
 			continue
 		}
 		l.cleanup(ctx)
+		l.countPods()
 		l.enforceLocalStorage()
 	}
 }
@@ -523,6 +543,7 @@ func (l *Loop) enforceLocalStorage() {
 			continue
 		}
 		l.log.Warn("evicting pod", "pod", pod.Namespace+"/"+pod.Name, "reason", evictedReason, "message", msg)
+		l.opts.Metrics.Evicted(kubeletmetrics.SignalEmptyDirFsLimit)
 		if rec := l.rm.Recorder(); rec != nil {
 			rec.Event(pod, corev1.EventTypeWarning, evictedReason, msg)
 		}
