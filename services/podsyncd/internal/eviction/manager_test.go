@@ -15,6 +15,8 @@ import (
 
 	"github.com/microlet/microlet/internal/evictionapi"
 	"github.com/microlet/microlet/internal/podsource"
+	"github.com/microlet/microlet/internal/testenv"
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 )
 
 func qv(s string) uint64 {
@@ -51,6 +53,7 @@ type podUse struct {
 
 // world is a fake node: the Summary is built from its fields.
 type world struct {
+	metrics         *kubeletmetrics.Metrics
 	memAvail, memWS string
 	nodefsAvail     string
 	nodefsCap       string
@@ -101,7 +104,9 @@ func newWorld() *world {
 
 func (w *world) manager(t *testing.T, cfg Config, got *[]evicted) *Manager {
 	t.Helper()
+	w.metrics = kubeletmetrics.New()
 	return New(cfg, Deps{
+		Metrics:          w.metrics,
 		Summary:          w.summary,
 		DedicatedImageFs: func(context.Context) (bool, error) { return false, nil },
 		ActivePods:       func() []*corev1.Pod { return w.pods },
@@ -110,6 +115,16 @@ func (w *world) manager(t *testing.T, cfg Config, got *[]evicted) *Manager {
 		},
 		Clock: w.clock,
 	})
+}
+
+// evictions is kubelet_evictions{eviction_signal=signal}.
+func (w *world) evictions(t *testing.T, signal string) float64 {
+	t.Helper()
+	m, err := testenv.GatherMetrics(w.metrics.Kubelet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Sum("kubelet_evictions", map[string]string{"eviction_signal": signal})
 }
 
 func mustParse(t *testing.T, c evictionapi.Config) []evictionapi.Threshold {
@@ -150,6 +165,9 @@ func TestMemoryPressureEvictsBestEffortFirst(t *testing.T) {
 		"Container best-effort was using 400Mi, request is 0, has larger consumption of memory. "
 	if got[0].msg != want || got[0].grace != 0 {
 		t.Fatalf("evicted %+v\nwant message %q grace 0", got[0], want)
+	}
+	if n := w.evictions(t, "memory.available"); n != 1 {
+		t.Fatalf("kubelet_evictions{eviction_signal=memory.available} = %v after one eviction, want 1", n)
 	}
 	ok, reason, msg := m.Admit(podSpec("new-best-effort", nil, nil))
 	if ok || reason != "Evicted" || msg != "The node had condition: [MemoryPressure]. " {
@@ -312,6 +330,9 @@ func TestCriticalPodsNeverEvicted(t *testing.T) {
 	}
 	if pod != nil || len(got) != 0 {
 		t.Fatalf("evicted a critical pod: %+v", got)
+	}
+	if n := w.evictions(t, "memory.available"); n != 0 {
+		t.Fatalf("kubelet_evictions = %v with nothing evicted", n)
 	}
 	if ok, _, _ := m.Admit(critical); !ok {
 		t.Fatal("critical pod refused under pressure")

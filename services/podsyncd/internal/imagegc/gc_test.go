@@ -13,6 +13,9 @@ import (
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/microlet/microlet/internal/testenv"
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 )
 
 // fakeCRI is a runtime with images and containers in memory; RemoveImage
@@ -20,6 +23,7 @@ import (
 type fakeCRI struct {
 	runtimeapi.RuntimeServiceClient
 	runtimeapi.ImageServiceClient
+	metrics    *kubeletmetrics.Metrics
 	images     map[string]*runtimeapi.Image
 	containers []*runtimeapi.Container
 	capacity   uint64
@@ -82,7 +86,22 @@ func (f *fakeCRI) use(ids ...string) {
 const mb = 1 << 20
 
 func newGC(f *fakeCRI, p Policy, clk *testclock.FakeClock, rec record.EventRecorder) *GC {
-	return New(f, f, p, Options{FsStats: f.stats, Clock: clk, Recorder: rec, NodeName: "n1", Log: slog.New(slog.DiscardHandler)})
+	f.metrics = kubeletmetrics.New()
+	return New(f, f, p, Options{FsStats: f.stats, Clock: clk, Recorder: rec, NodeName: "n1", Log: slog.New(slog.DiscardHandler),
+		Metrics: f.metrics})
+}
+
+// collected is kubelet_image_garbage_collected_total by reason.
+func (f *fakeCRI) collected(t *testing.T) map[string]float64 {
+	t.Helper()
+	m, err := testenv.GatherMetrics(f.metrics.Kubelet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]float64{
+		"age":   m.Sum("kubelet_image_garbage_collected_total", map[string]string{"reason": "age"}),
+		"space": m.Sum("kubelet_image_garbage_collected_total", map[string]string{"reason": "space"}),
+	}
 }
 
 // TestFreeSpaceOrder: over the high threshold, images go least recently
@@ -114,6 +133,9 @@ func TestFreeSpaceOrder(t *testing.T) {
 	// was first detected by this very pass: younger than MinAge.
 	if want := []string{"old-a", "old-b", "used-then-idle"}; !slices.Equal(res.Removed, want) {
 		t.Errorf("removed %v, want %v", res.Removed, want)
+	}
+	if got := f.collected(t); got["space"] != 3 || got["age"] != 0 {
+		t.Errorf("kubelet_image_garbage_collected_total = %v, want space 3", got)
 	}
 	if err == nil || !strings.Contains(err.Error(), "Insufficient free disk space on the node's image filesystem (87% of 1000.0 MiB used). Failed to free sufficient space by deleting unused images (freed 125829120 bytes).") {
 		t.Errorf("error %v, want the kubelet's insufficient space message", err)
@@ -178,6 +200,9 @@ func TestMaxAge(t *testing.T) {
 	res, err := g.GarbageCollect(context.Background())
 	if want := []string{"idle"}; !slices.Equal(res.Removed, want) {
 		t.Errorf("removed %v, want %v (recent was used 31 min ago)", res.Removed, want)
+	}
+	if got := f.collected(t); got["age"] != 1 || got["space"] != 0 {
+		t.Errorf("kubelet_image_garbage_collected_total = %v, want age 1 (stuck failed: not counted)", got)
 	}
 	if err == nil || !strings.Contains(err.Error(), "stuck") {
 		t.Errorf("error %v, want one naming the image that could not be removed", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/logind"
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 )
 
 // killer is a narrow stand-in for the sync loop: it records kills and
@@ -101,8 +102,10 @@ func TestShutdownOverRealBus(t *testing.T) {
 
 	k := newKiller(pod("critical", SystemCriticalPriority, nil), pod("normal", 0, ptr.To[int64](5)), pod("batch", -5, nil))
 	ready := &readyLog{}
+	stateDir := t.TempDir()
+	metrics := kubeletmetrics.New()
 	m := New(Config{GracePeriod: 30 * time.Second, GracePeriodCriticalPods: 10 * time.Second}, testLog(t),
-		WithBusAddress(bus.Address), WithDropIn(dropIn), WithReadyErrors(ready.report))
+		WithBusAddress(bus.Address), WithDropIn(dropIn), WithReadyErrors(ready.report), WithState(stateDir, metrics))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(ctx, k) }()
@@ -124,6 +127,9 @@ func TestShutdownOverRealBus(t *testing.T) {
 	}
 	if ok, _, _ := m.Admit(); !ok || m.ShuttingDown() {
 		t.Fatal("pods refused before any shutdown")
+	}
+	if start, end := shutdownGauges(t, metrics); start != 0 || end != 0 {
+		t.Fatalf("shutdown gauges %v, %v before any shutdown", start, end)
 	}
 
 	ld.PrepareForShutdown(t, true)
@@ -149,11 +155,32 @@ func TestShutdownOverRealBus(t *testing.T) {
 	if lock.IsReleased() {
 		t.Fatal("lock released before the critical pod stopped")
 	}
+	// Under way: the start is recorded (file and gauge), the end is 0.
+	st, err := LoadState(filepath.Join(stateDir, StateFile))
+	if err != nil || st.StartTime.IsZero() || !st.EndTime.IsZero() {
+		t.Fatalf("state during the shutdown = %+v, %v; want a start and no end", st, err)
+	}
+	if start, end := shutdownGauges(t, metrics); start != float64(st.StartTime.Unix()) || end != 0 {
+		t.Fatalf("shutdown gauges %v, %v during the shutdown; want %d, 0", start, end, st.StartTime.Unix())
+	}
 	k.stop("critical")
 	select {
 	case <-lock.Released():
 	case <-time.After(time.Minute):
 		t.Fatal("lock not released after every pod stopped")
+	}
+	st, err = LoadState(filepath.Join(stateDir, StateFile))
+	if err != nil || st.EndTime.Before(st.StartTime) || st.EndTime.IsZero() {
+		t.Fatalf("state after the shutdown = %+v, %v; want start and end", st, err)
+	}
+	if start, end := shutdownGauges(t, metrics); start != float64(st.StartTime.Unix()) || end != float64(st.EndTime.Unix()) {
+		t.Fatalf("shutdown gauges %v, %v; want the state's %+v", start, end, st)
+	}
+	// The node boots again: a new process reads the times back.
+	again := kubeletmetrics.New()
+	New(Config{GracePeriod: time.Second}, testLog(t), WithState(stateDir, again)).restoreMetrics()
+	if start, end := shutdownGauges(t, again); start != float64(st.StartTime.Unix()) || end != float64(st.EndTime.Unix()) {
+		t.Fatalf("restored gauges %v, %v; want the state's %+v", start, end, st)
 	}
 	k.mu.Lock()
 	graces := map[string]int64{"normal": k.graces["normal"], "batch": k.graces["batch"], "critical": k.graces["critical"]}
@@ -173,6 +200,42 @@ func TestShutdownOverRealBus(t *testing.T) {
 	})
 	if got := ready.last(); len(got) != 0 {
 		t.Fatalf("ready errors after cancel = %v, want none", got)
+	}
+}
+
+// shutdownGauges reads the graceful shutdown start and end gauges.
+func shutdownGauges(t *testing.T, m *kubeletmetrics.Metrics) (start, end float64) {
+	t.Helper()
+	got, err := testenv.GatherMetrics(m.Kubelet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.Sum("kubelet_graceful_shutdown_start_time_seconds", nil), got.Sum("kubelet_graceful_shutdown_end_time_seconds", nil)
+}
+
+// TestState: the state file in upstream's JSON, a missing file the zero
+// state, a corrupt one an error naming the file.
+func TestState(t *testing.T) {
+	path := filepath.Join(t.TempDir(), StateFile)
+	if st, err := LoadState(path); err != nil || !st.StartTime.IsZero() {
+		t.Fatalf("missing file: %+v, %v", st, err)
+	}
+	want := State{StartTime: time.Unix(1700000000, 0).UTC(), EndTime: time.Unix(1700000030, 0).UTC()}
+	if err := StoreState(path, want); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || string(b) != `{"startTime":"2023-11-14T22:13:20Z","endTime":"2023-11-14T22:13:50Z"}` {
+		t.Fatalf("file = %s, %v", b, err)
+	}
+	if got, err := LoadState(path); err != nil || !got.StartTime.Equal(want.StartTime) || !got.EndTime.Equal(want.EndTime) {
+		t.Fatalf("LoadState = %+v, %v; want %+v", got, err, want)
+	}
+	if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadState(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("corrupt file: err %v, want one naming %s", err, path)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/microlet/microlet/internal/testenv"
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 )
 
 // recorder is a Handler that records calls and checks no call for one pod
@@ -188,3 +189,35 @@ func (g *gate) SyncTerminatingPod(_ context.Context, _ *corev1.Pod, grace *int64
 	return nil
 }
 func (g *gate) SyncTerminatedPod(context.Context, *corev1.Pod, bool) error { return nil }
+
+// TestWorkerDurations: every pass is timed under its operation type: the
+// first sync of a pod is create, a changed pod update, a runtime event
+// sync, a removal kill (its termination) and terminated (its cleanup).
+func TestWorkerDurations(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := newRecorder()
+	m := kubeletmetrics.New()
+	w := New(ctx, r, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, WithMetrics(m))
+	count := func(op string) uint64 {
+		got, err := testenv.GatherMetrics(m.Kubelet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Count("kubelet_pod_worker_duration_seconds", map[string]string{"operation_type": op})
+	}
+	p := pod("d")
+	w.Sync(p)
+	waitFor(t, "create timed", func() bool { return count("create") == 1 })
+	w.Sync(p)
+	waitFor(t, "update timed", func() bool { return count("update") == 1 })
+	w.Trigger(p.UID)
+	waitFor(t, "sync timed", func() bool { return count("sync") == 1 })
+	w.Remove(p)
+	waitFor(t, "worker gone", func() bool { return !w.Has(p.UID) })
+	for op, want := range map[string]uint64{"create": 1, "update": 1, "sync": 1, "kill": 1, "terminated": 1} {
+		if got := count(op); got != want {
+			t.Errorf("operation_type=%s: %d passes timed, want %d", op, got, want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/microlet/microlet/internal/testenv"
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 )
 
@@ -178,4 +179,53 @@ func TestSidecarProbed(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d workers, want only the sidecar's", n)
 	}
+}
+
+// TestProbeMetrics: every probe run counts in prober_probe_total under the
+// container's labels and its result, successes are timed, a restarted
+// container's next instance carries the series on, and the series go with
+// the pod's last worker.
+func TestProbeMetrics(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := &script{results: map[Kind][]Result{Readiness: {Success, Failure, Success, Success}}, calls: make(chan Kind, 10)}
+	m := NewWithRunner(s.run, clk, nil, nil)
+	defer m.Stop()
+	metrics := kubeletmetrics.New()
+	m.SetMetrics(metrics)
+	c := corev1.Container{Name: "app", ReadinessProbe: &corev1.Probe{PeriodSeconds: 1}}
+	pod, st := podWith(c)
+	pod.Namespace, pod.Name = "ns", "web"
+	m.Sync(pod, st)
+	waitCall(t, s)
+	for i := 0; i < 2; i++ {
+		eventually(t, "worker waiting on its ticker", func() bool { return clk.HasWaiters() })
+		clk.Step(time.Second)
+		waitCall(t, s)
+	}
+	labels := func(result string) map[string]string {
+		return map[string]string{"probe_type": "Readiness", "result": result, "container": "app", "pod": "web", "namespace": "ns", "pod_uid": "uid-1"}
+	}
+	gather := func() testenv.Metrics {
+		got, err := testenv.GatherMetrics(metrics.Probes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	eventually(t, "three runs counted", func() bool {
+		g := gather()
+		return g.Sum("prober_probe_total", labels("successful")) == 2 && g.Sum("prober_probe_total", labels("failed")) == 1
+	})
+	if n := gather().Count("prober_probe_duration_seconds", map[string]string{"pod": "web", "probe_type": "Readiness"}); n != 2 {
+		t.Errorf("timed %d runs, want the 2 successes", n)
+	}
+	// The container restarts: a new instance, the same series.
+	st.Containers[0] = podruntime.ContainerStatus{ID: "c2", Name: "app", State: podruntime.StateRunning}
+	m.Sync(pod, st)
+	waitCall(t, s)
+	eventually(t, "the new instance's run counted on the same series", func() bool {
+		return gather().Sum("prober_probe_total", labels("successful")) == 3
+	})
+	m.Remove(pod.UID)
+	eventually(t, "series dropped with the pod", func() bool { return gather()["prober_probe_total"] == nil })
 }

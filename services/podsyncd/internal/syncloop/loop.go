@@ -187,13 +187,13 @@ func (l *Loop) Add(pod *corev1.Pod) {
 	if rejected {
 		return
 	}
-	if restarted {
-		l.opts.Metrics.PodRestarted(podsource.IsStatic(pod))
-	}
 	// A pod with a worker was admitted before (a killed pod's worker stays
 	// after its admission record is dropped): it is not admitted again.
 	if !known && !l.workers.Has(pod.UID) && !l.admit(pod) {
 		return
+	}
+	if restarted {
+		l.opts.Metrics.PodRestarted(podsource.IsStatic(pod))
 	}
 	l.workers.Sync(pod)
 }

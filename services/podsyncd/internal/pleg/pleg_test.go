@@ -1,0 +1,136 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubelettypes "k8s.io/kubelet/pkg/types"
+
+	"github.com/microlet/microlet/internal/testenv"
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
+)
+
+// fakeRuntime lists what the test set; other calls panic (nil embedded).
+type fakeRuntime struct {
+	runtimeapi.RuntimeServiceClient
+	mu   sync.Mutex
+	sbs  []*runtimeapi.PodSandbox
+	cs   []*runtimeapi.Container
+	fail bool
+}
+
+func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest, ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail {
+		return nil, errors.New("runtime down")
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: f.sbs}, nil
+}
+
+func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ListContainersRequest, ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &runtimeapi.ListContainersResponse{Containers: f.cs}, nil
+}
+
+func uidLabels(uid string) map[string]string {
+	return map[string]string{kubelettypes.KubernetesPodUIDLabel: uid}
+}
+
+// TestRelistMetrics: a relist sets the running pods (a ready sandbox each)
+// and containers by state, times itself, and from the second success on
+// the interval; a failed relist is timed but leaves last-seen and the
+// interval's reference alone.
+func TestRelistMetrics(t *testing.T) {
+	f := &fakeRuntime{
+		sbs: []*runtimeapi.PodSandbox{
+			{Id: "s1", State: runtimeapi.PodSandboxState_SANDBOX_READY, Labels: uidLabels("a")},
+			{Id: "s0", State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, Labels: uidLabels("a")},
+			{Id: "s2", State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, Labels: uidLabels("b")},
+			{Id: "s3", State: runtimeapi.PodSandboxState_SANDBOX_READY, Labels: uidLabels("c")},
+			{Id: "x", State: runtimeapi.PodSandboxState_SANDBOX_READY}, // not a pod's
+		},
+		cs: []*runtimeapi.Container{
+			{Id: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: uidLabels("a")},
+			{Id: "c2", State: runtimeapi.ContainerState_CONTAINER_EXITED, Labels: uidLabels("a")},
+			{Id: "c3", State: runtimeapi.ContainerState_CONTAINER_EXITED, Labels: uidLabels("b")},
+			{Id: "c4", State: runtimeapi.ContainerState_CONTAINER_CREATED, Labels: uidLabels("c")},
+			{Id: "c5", State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: uidLabels("c")},
+		},
+	}
+	m := kubeletmetrics.New()
+	var changed []types.UID
+	r := New(f, 0, slog.New(slog.NewTextHandler(io.Discard, nil)), func(uid types.UID) { changed = append(changed, uid) }, WithMetrics(m))
+	if err := r.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, m)
+	for _, tc := range []struct {
+		name  string
+		match map[string]string
+		want  float64
+	}{
+		{"kubelet_running_pods", nil, 2},
+		{"kubelet_running_containers", map[string]string{"container_state": "running"}, 2},
+		{"kubelet_running_containers", map[string]string{"container_state": "exited"}, 2},
+		{"kubelet_running_containers", map[string]string{"container_state": "created"}, 1},
+		{"kubelet_running_containers", map[string]string{"container_state": "unknown"}, 0},
+	} {
+		if v := got.Sum(tc.name, tc.match); v != tc.want {
+			t.Errorf("%s%v = %v, want %v", tc.name, tc.match, v, tc.want)
+		}
+	}
+	seen := got.Sum("kubelet_pleg_last_seen_seconds", nil)
+	if seen == 0 || got.Count("kubelet_pleg_relist_duration_seconds", nil) != 1 || got.Count("kubelet_pleg_relist_interval_seconds", nil) != 0 {
+		t.Fatalf("after one relist: last seen %v, durations %d, intervals %d; want set, 1, 0", seen,
+			got.Count("kubelet_pleg_relist_duration_seconds", nil), got.Count("kubelet_pleg_relist_interval_seconds", nil))
+	}
+
+	f.mu.Lock()
+	f.fail = true
+	f.mu.Unlock()
+	if err := r.Relist(context.Background()); err == nil {
+		t.Fatal("relist against a failing runtime succeeded")
+	}
+	got = gather(t, m)
+	if got.Count("kubelet_pleg_relist_duration_seconds", nil) != 2 || got.Count("kubelet_pleg_relist_interval_seconds", nil) != 1 {
+		t.Fatalf("after a failed relist: durations %d intervals %d, want 2 and 1",
+			got.Count("kubelet_pleg_relist_duration_seconds", nil), got.Count("kubelet_pleg_relist_interval_seconds", nil))
+	}
+
+	// The pods go: the gauges follow; the next interval is measured from
+	// the last success, not from the failure.
+	f.mu.Lock()
+	f.fail, f.sbs, f.cs = false, nil, nil
+	f.mu.Unlock()
+	if err := r.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got = gather(t, m)
+	if v := got.Sum("kubelet_running_pods", nil); v != 0 {
+		t.Errorf("kubelet_running_pods = %v with no sandboxes", v)
+	}
+	if v := got.Sum("kubelet_running_containers", nil); v != 0 {
+		t.Errorf("kubelet_running_containers = %v with no containers, want every state 0", v)
+	}
+	if got.Count("kubelet_pleg_relist_interval_seconds", nil) != 2 {
+		t.Errorf("intervals %d, want 2", got.Count("kubelet_pleg_relist_interval_seconds", nil))
+	}
+}
+
+func gather(t *testing.T, m *kubeletmetrics.Metrics) testenv.Metrics {
+	t.Helper()
+	got, err := testenv.GatherMetrics(m.Kubelet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}

@@ -1,0 +1,93 @@
+package podruntime
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/microlet/microlet/internal/testenv"
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
+)
+
+// startRuntime creates sandboxes (or fails to) and knows no image; other
+// calls panic (nil embedded).
+type startRuntime struct {
+	runtimeapi.RuntimeServiceClient
+	runtimeapi.ImageServiceClient
+	failSandbox bool
+}
+
+func (f *startRuntime) RunPodSandbox(context.Context, *runtimeapi.RunPodSandboxRequest, ...grpc.CallOption) (*runtimeapi.RunPodSandboxResponse, error) {
+	if f.failSandbox {
+		return nil, errors.New("no network")
+	}
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: "sb-new"}, nil
+}
+
+func (f *startRuntime) ImageStatus(context.Context, *runtimeapi.ImageStatusRequest, ...grpc.CallOption) (*runtimeapi.ImageStatusResponse, error) {
+	return &runtimeapi.ImageStatusResponse{}, nil
+}
+
+// TestStartMetrics: a sandbox about to be created counts as a started pod
+// and its failure as an error; a container attempt counts under its type
+// and its failure under its waiting reason.
+func TestStartMetrics(t *testing.T) {
+	count := func(m *kubeletmetrics.Metrics, name string, match map[string]string) float64 {
+		got, err := testenv.GatherMetrics(m.Kubelet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Sum(name, match)
+	}
+	t.Run("sandbox fails", func(t *testing.T) {
+		m := kubeletmetrics.New()
+		rt := &startRuntime{failSandbox: true}
+		mgr := NewManager(rt, rt, Options{LogRoot: t.TempDir(), Metrics: m})
+		res := mgr.SyncPod(context.Background(), testPod(corev1.RestartPolicyAlways, 0), &PodStatus{UID: "u1"})
+		if res.Err() == nil {
+			t.Fatal("SyncPod succeeded without a sandbox")
+		}
+		if s, e := count(m, "kubelet_started_pods_total", nil), count(m, "kubelet_started_pods_errors_total", nil); s != 1 || e != 1 {
+			t.Fatalf("started_pods_total %v, errors %v; want 1 and 1", s, e)
+		}
+		if n := count(m, "kubelet_started_containers_total", nil); n != 0 {
+			t.Fatalf("started_containers_total %v without a sandbox", n)
+		}
+	})
+	for _, tc := range []struct {
+		name  string
+		inits int
+		label string
+		want  float64
+	}{
+		{"containers fail on their image", 0, "container", 2},
+		{"the first init container fails on its image", 1, "init_container", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := kubeletmetrics.New()
+			rt := &startRuntime{}
+			mgr := NewManager(rt, rt, Options{LogRoot: t.TempDir(), Metrics: m})
+			pod := testPod(corev1.RestartPolicyAlways, tc.inits)
+			for i := range pod.Spec.Containers {
+				pod.Spec.Containers[i].ImagePullPolicy = corev1.PullNever
+			}
+			for i := range pod.Spec.InitContainers {
+				pod.Spec.InitContainers[i].ImagePullPolicy = corev1.PullNever
+			}
+			mgr.SyncPod(context.Background(), pod, &PodStatus{UID: "u1"})
+			if s, e := count(m, "kubelet_started_pods_total", nil), count(m, "kubelet_started_pods_errors_total", nil); s != 1 || e != 0 {
+				t.Fatalf("started_pods_total %v, errors %v; want 1 and 0", s, e)
+			}
+			if n := count(m, "kubelet_started_containers_total", map[string]string{"container_type": tc.label}); n != tc.want {
+				t.Errorf("started_containers_total{%s} = %v, want %v", tc.label, n, tc.want)
+			}
+			if n := count(m, "kubelet_started_containers_errors_total", map[string]string{"container_type": tc.label, "code": ReasonErrImageNeverPull}); n != tc.want {
+				t.Errorf("started_containers_errors_total{%s,ErrImageNeverPull} = %v, want %v", tc.label, n, tc.want)
+			}
+		})
+	}
+}
