@@ -77,6 +77,8 @@ func TestKubeletMetrics(t *testing.T) {
 		{"kubelet_started_pods_total", nil, 3},
 		{"kubelet_started_pods_errors_total", nil, 0},
 		{"kubelet_started_containers_total", map[string]string{"container_type": "container"}, 3},
+		{"kubelet_runtime_operations_total", map[string]string{"operation_type": "run_podsandbox"}, 3},
+		{"kubelet_runtime_operations_errors_total", map[string]string{"operation_type": "run_podsandbox"}, 0},
 		{"kubelet_desired_pods", map[string]string{"static": ""}, 3},
 		{"kubelet_desired_pods", map[string]string{"static": "true"}, 0},
 		{"kubelet_node_name", map[string]string{"node": n.Name}, 1},

@@ -85,6 +85,9 @@ type Metrics struct {
 	shutdownEnd             *metrics.Gauge
 	probeTotal              *metrics.CounterVec
 	probeDuration           *metrics.HistogramVec
+	runtimeOps              *metrics.CounterVec
+	runtimeOpsDuration      *metrics.HistogramVec
+	runtimeOpsErrors        *metrics.CounterVec
 }
 
 func gauge(name, help string) *metrics.Gauge {
@@ -151,6 +154,10 @@ func New() *Metrics {
 			"reason"),
 		shutdownStart: gauge("graceful_shutdown_start_time_seconds", "Last graceful shutdown start time since unix epoch in seconds"),
 		shutdownEnd:   gauge("graceful_shutdown_end_time_seconds", "Last graceful shutdown end time since unix epoch in seconds"),
+		runtimeOps:    counterVec("runtime_operations_total", "Cumulative number of runtime operations by operation type.", "operation_type"),
+		runtimeOpsDuration: histogramVec("runtime_operations_duration_seconds", "Duration in seconds of runtime operations. Broken down by operation type.",
+			metrics.ExponentialBuckets(.005, 2.5, 14), "operation_type"),
+		runtimeOpsErrors: counterVec("runtime_operations_errors_total", "Cumulative number of runtime operation errors by operation type.", "operation_type"),
 		probeTotal: metrics.NewCounterVec(&metrics.CounterOpts{Subsystem: "prober", Name: "probe_total",
 			Help: "Cumulative number of a liveness, readiness or startup probe for a container by result.", StabilityLevel: metrics.BETA},
 			[]string{"probe_type", "result", "container", "pod", "namespace", "pod_uid"}),
@@ -161,7 +168,8 @@ func New() *Metrics {
 	m.kubelet.MustRegister(m.nodeName, m.cgroupVersion, m.runningPods, m.runningContainers, m.desiredPods, m.activePods,
 		m.restartedPods, m.podStart, m.podWorker, m.plegRelistDuration, m.plegRelistInterval,
 		m.plegLastSeen, m.evictions, m.preemptions, m.admissionRejections, m.startedPods, m.startedPodsErrors,
-		m.startedContainers, m.startedContainersErrors, m.imageGC, m.shutdownStart, m.shutdownEnd)
+		m.startedContainers, m.startedContainersErrors, m.imageGC, m.shutdownStart, m.shutdownEnd,
+		m.runtimeOps, m.runtimeOpsDuration, m.runtimeOpsErrors)
 	m.probes.MustRegister(m.probeTotal, m.probeDuration)
 	_ = metrics.RegisterProcessStartTime(m.start.Register) // fails only for a second registration
 	return m

@@ -1,11 +1,14 @@
 package kubeletmetrics
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
 
 	"github.com/microlet/microlet/internal/testenv"
 )
@@ -223,4 +226,56 @@ func TestNilMetrics(t *testing.T) {
 	m.Probed(ProbeTarget{}, ProbeSuccessful, time.Millisecond)
 	m.ProbeStopped(ProbeTarget{})
 	m.SetShutdownTimes(time.Now(), time.Now())
+}
+
+// TestRuntimeInterceptor: CRI calls count under upstream's operation
+// names, failures as errors too; other services' calls are not counted.
+func TestRuntimeInterceptor(t *testing.T) {
+	m := New()
+	icpt := m.RuntimeInterceptor()
+	call := func(method string, err error) {
+		_ = icpt(context.Background(), method, nil, nil, nil, func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+			return err
+		})
+	}
+	call("/runtime.v1.RuntimeService/ListPodSandbox", nil)
+	call("/runtime.v1.RuntimeService/ListPodSandbox", nil)
+	call("/runtime.v1.ImageService/PullImage", errors.New("denied"))
+	call("/microlet.statusd.v1.StatusService/SetPodStatus", nil)
+	got, err := testenv.GatherMetrics(m.Kubelet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, op string
+		want     float64
+	}{
+		{"kubelet_runtime_operations_total", "list_podsandbox", 2},
+		{"kubelet_runtime_operations_total", "pull_image", 1},
+		{"kubelet_runtime_operations_errors_total", "pull_image", 1},
+		{"kubelet_runtime_operations_errors_total", "list_podsandbox", 0},
+	} {
+		if v := got.Sum(tc.name, map[string]string{"operation_type": tc.op}); v != tc.want {
+			t.Errorf("%s{operation_type=%s} = %v, want %v", tc.name, tc.op, v, tc.want)
+		}
+	}
+	if n := got.Sum("kubelet_runtime_operations_total", nil); n != 3 {
+		t.Errorf("operations counted %v, want 3 (statusd's call is not the runtime's)", n)
+	}
+	if got["kubelet_runtime_operations_duration_seconds"].GetHelp() != "[ALPHA] Duration in seconds of runtime operations. Broken down by operation type." {
+		t.Errorf("duration help %q", got["kubelet_runtime_operations_duration_seconds"].GetHelp())
+	}
+	if b := got["kubelet_runtime_operations_duration_seconds"].GetMetric()[0].GetHistogram().GetBucket(); len(b) != 14 || b[0].GetUpperBound() != 0.005 {
+		t.Errorf("duration buckets %v, want upstream's 14 from 5 ms by 2.5", b)
+	}
+	for method, want := range map[string]string{
+		"/runtime.v1.RuntimeService/UpdateContainerResources": "update_container",
+		"/runtime.v1.ImageService/ImageFsInfo":                "image_fs_info",
+		"/runtime.v1.RuntimeService/NoSuch":                   "",
+		"/other.Service/ListPodSandbox":                       "",
+	} {
+		if got := RuntimeOperation(method); got != want {
+			t.Errorf("RuntimeOperation(%q) = %q, want %q", method, got, want)
+		}
+	}
 }

@@ -290,14 +290,22 @@ func (c *Config) logPolicy() (containerlogs.Policy, error) {
 	return p, p.Validate()
 }
 
-func dial(endpoint string) (*grpc.ClientConn, error) { return grpcclient.Dial(endpoint) }
+func dial(endpoint string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	return grpcclient.Dial(endpoint, opts...)
+}
 
 // Run implements service.Service.
 func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	c := &s.cfg
 	conns := map[string]*grpc.ClientConn{}
+	// The CRI connections count every call (kubelet_runtime_operations_*).
+	criOpts := []grpc.DialOption{grpc.WithChainUnaryInterceptor(s.metrics.RuntimeInterceptor())}
 	for _, name := range []string{components.PodConfig, components.Statusd, components.NodeStatusd, components.RuntimeShim} {
-		cc, err := dial(c.Endpoint(name))
+		var opts []grpc.DialOption
+		if name == components.RuntimeShim {
+			opts = criOpts
+		}
+		cc, err := dial(c.Endpoint(name), opts...)
 		if err != nil {
 			return fmt.Errorf("%s endpoint: %w", name, err)
 		}
@@ -306,7 +314,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	}
 	imgConn := conns[components.RuntimeShim]
 	if ep := c.ImageServiceEndpoint(); ep != c.Endpoint(components.RuntimeShim) {
-		cc, err := dial(ep)
+		cc, err := dial(ep, criOpts...)
 		if err != nil {
 			return fmt.Errorf("image endpoint: %w", err)
 		}
