@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	nodeutil "k8s.io/component-helpers/node/util"
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/config"
@@ -206,10 +206,27 @@ func Execute(svc Service, args []string) int {
 	return status
 }
 
+// hostname is the default node name as the kubelet derives it: the host
+// name, trimmed and lower-cased, refused when empty. It is here rather than
+// k8s.io/component-helpers/node/util.GetHostname because that package links
+// client-go's whole clientset (every API group's scheme, initialised at
+// start-up) into services that never talk to the API server: runtime-shim.
+func hostname(get func() (string, error)) (string, error) {
+	h, err := get()
+	if err != nil {
+		return "", fmt.Errorf("host name: %w", err)
+	}
+	h = strings.ToLower(strings.TrimSpace(h))
+	if h == "" {
+		return "", errors.New("host name is empty; set node_name")
+	}
+	return h, nil
+}
+
 // Complete fills derived defaults and checks the shared settings.
 func (c *Common) Complete(name string) error {
 	if c.NodeName == "" {
-		h, err := nodeutil.GetHostname("")
+		h, err := hostname(os.Hostname)
 		if err != nil {
 			return fmt.Errorf("node name: %w", err)
 		}
