@@ -60,4 +60,17 @@ fi
 echo "footprint: healthy; settling ${settle}s, then sampling CPU over $sample" >&2
 sleep "$settle"
 "$bin/microlet" status -o wide --sample "$sample"
+# Where each process's PSS is: anonymous (heap, stacks, Go runtime) or
+# file pages (mostly its own executable), in MiB, and the services' sum.
+echo
+"$bin/microlet" status -o json |
+  jq -r '(.components[] | "\(.name) \(.pid)"), (.supervisor // empty | "microlet \(.pid)")' |
+  while read -r name pid; do
+    [ "$pid" -gt 0 ] || continue
+    awk -v n="$name" '/^Pss_Anon:/ {a=$2} /^Pss_File:/ {f=$2} /^Pss:/ {p=$2}
+      END {print n, a, f, p}' "/proc/$pid/smaps_rollup"
+  done | awk '{printf "%-14s %9.1f %9.1f %9.1f\n", $1, $2/1024, $3/1024, $4/1024}
+    $1 != "microlet" {a += $2; f += $3; p += $4}
+    END {printf "%-14s %9.1f %9.1f %9.1f\n", "7 services", a/1024, f/1024, p/1024}' |
+  { printf '%-14s %9s %9s %9s\n' NAME PSS_ANON PSS_FILE PSS; cat; }
 "$bin/microlet" get pods
