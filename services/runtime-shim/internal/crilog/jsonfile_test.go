@@ -238,3 +238,74 @@ func BenchmarkCopier(b *testing.B) {
 		_ = os.Remove(cri)
 	}
 }
+
+// TestCopierLongLine: a line several times the read buffer arrives whole
+// in the CRI file, also when it reaches the copier in pieces, and the grown
+// buffer goes back to its small size once the line is copied.
+func TestCopierLongLine(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "c-json.log")
+	file, err := Open(filepath.Join(dir, "cri", "0.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = file.Close() }()
+	w, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	c, err := NewCopier(file, src, filepath.Join(dir, "pos"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	drain := func() {
+		t.Helper()
+		for {
+			ok, err := c.step()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				return
+			}
+		}
+	}
+	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	long := strings.Repeat("0123456789abcdef", 5*copyBufSize/16) // 5 buffers
+	line := dockerLine(t, long+"\n", Stdout, ts)
+	// Half the line, a copy attempt, then the rest and a short line.
+	if _, err := w.Write(line[:len(line)/2]); err != nil {
+		t.Fatal(err)
+	}
+	drain()
+	if _, err := w.Write(append(line[len(line)/2:], dockerLine(t, "short\n", Stdout, ts.Add(time.Second))...)); err != nil {
+		t.Fatal(err)
+	}
+	drain()
+	if cap(c.buf) > copyBufSize {
+		t.Errorf("buffer holds %d bytes after the long line, want at most %d", cap(c.buf), copyBufSize)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cri", "0.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The CRI file splits long lines itself: partial pieces, then a full one.
+	var got []string
+	var cur strings.Builder
+	for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		_, _, tag, content, err := ParseLine([]byte(l))
+		if err != nil {
+			t.Fatalf("line of %d bytes: %v", len(l), err)
+		}
+		cur.Write(content)
+		if tag == TagFull {
+			got = append(got, cur.String())
+			cur.Reset()
+		}
+	}
+	if len(got) != 2 || got[0] != long || got[1] != "short" {
+		t.Fatalf("CRI file has %d lines (first %d bytes), want the long line then \"short\"", len(got), len(got[0]))
+	}
+}
