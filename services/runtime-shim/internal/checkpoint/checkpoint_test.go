@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -39,4 +41,42 @@ func TestStoreRoundTrip(t *testing.T) {
 	if err := s.Put(Sandbox{ID: "../x"}); err == nil {
 		t.Fatal("Put accepted a path-like id")
 	}
+}
+
+// TestValidID: the ID rule ValidID implements, held to the regexp it
+// replaced, on chosen cases and on fuzzed ones.
+func TestValidID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"":                             false,
+		"a":                            true,
+		"0f3e":                         true,
+		"abc_DEF.1-2":                  true,
+		"_abc":                         false,
+		".hidden":                      false,
+		"-x":                           false,
+		"a/b":                          false,
+		"../etc":                       false,
+		"a b":                          false,
+		"é":                            false,
+		strings.Repeat("a", 128):       true,
+		strings.Repeat("a", 129):       false,
+		"a" + strings.Repeat(".", 127): true,
+	} {
+		if got := ValidID(id); got != want {
+			t.Errorf("ValidID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+// FuzzValidID: ValidID agrees with the regexp it replaced.
+func FuzzValidID(f *testing.F) {
+	re := regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
+	for _, s := range []string{"", "a", "a-b", "_", strings.Repeat("z", 128), strings.Repeat("z", 129), "a\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		if got, want := ValidID(id), re.MatchString(id); got != want {
+			t.Fatalf("ValidID(%q) = %v, the regexp says %v", id, got, want)
+		}
+	})
 }

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/microlet/microlet/services/runtime-shim/internal/checkpoint"
 )
 
 // record is what the shim keeps of one sandbox's attachment: written
@@ -57,13 +58,11 @@ func (r *record) runtimeConf() *libcni.RuntimeConf {
 	return &libcni.RuntimeConf{ContainerID: r.SandboxID, NetNS: netns, IfName: r.IfName, Args: r.Args, CapabilityArgs: r.CapabilityArgs}
 }
 
-var validID = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
-
 // records is the directory of attachment records.
 type records struct{ dir string }
 
 func (s records) path(id string) (string, error) {
-	if !validID.MatchString(id) {
+	if !checkpoint.ValidID(id) {
 		return "", fmt.Errorf("invalid sandbox id %q", id)
 	}
 	return filepath.Join(s.dir, id+".json"), nil
@@ -132,7 +131,7 @@ func (s records) ids() []string {
 	ents, _ := os.ReadDir(s.dir)
 	var out []string
 	for _, e := range ents {
-		if n := e.Name(); filepath.Ext(n) == ".json" && validID.MatchString(n[:len(n)-5]) {
+		if n := e.Name(); filepath.Ext(n) == ".json" && checkpoint.ValidID(n[:len(n)-5]) {
 			out = append(out, n[:len(n)-5])
 		}
 	}
