@@ -15,10 +15,11 @@ TEST_TIMEOUT ?= 60m
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build microlet and every service binary into bin/ (static)
+build: ## build microlet, every service binary and microlet-services (all services in one, what microlet run starts) into bin/ (static)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/microlet ./cmd/microlet
 	@for s in $(SERVICES); do CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$$s ./services/$$s || exit 1; done
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/microlet-services ./cmd/microlet-services
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/pause ./services/runtime-shim/pause
 
 HELLO_IMAGE ?= microlet.local/hello:1.0

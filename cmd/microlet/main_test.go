@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/microlet/microlet/cmd/microlet/internal/supervisor"
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/testenv"
 )
@@ -73,19 +74,26 @@ func buildBinaries(dir string) error {
 	}
 	// MICROLET_TEST_SERVICES_DIR reuses service binaries built elsewhere
 	// (`make build` output) instead of building them here.
+	// The supervisor runs them from microlet-services, as `microlet run`
+	// does beside `make build` output; some tests start podconfig's and
+	// runtime-shim's own binaries.
+	names := []string{supervisor.MultiCallBinary}
+	for _, c := range components.All {
+		names = append(names, c.Name)
+	}
 	if pre := os.Getenv("MICROLET_TEST_SERVICES_DIR"); pre != "" {
-		for _, c := range components.All {
-			if err := os.Symlink(filepath.Join(pre, c.Name), filepath.Join(dir, c.Name)); err != nil {
+		for _, name := range names {
+			if err := os.Symlink(filepath.Join(pre, name), filepath.Join(dir, name)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	var svcs []string
-	for _, c := range components.All {
-		svcs = append(svcs, "./services/"+c.Name)
+	pkgs := []string{"./cmd/" + supervisor.MultiCallBinary}
+	for _, name := range names[1:] {
+		pkgs = append(pkgs, "./services/"+name)
 	}
-	return build(false, svcs...)
+	return build(false, pkgs...)
 }
 
 // shortDir makes a run dir short enough for every socket path.

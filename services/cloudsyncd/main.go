@@ -3,7 +3,7 @@ package main
 
 import (
 	"github.com/microlet/microlet/internal/service"
-	"github.com/microlet/microlet/services/cloudsyncd/internal/server"
+	"github.com/microlet/microlet/services/cloudsyncd/app"
 )
 
-func main() { service.Main(server.New()) }
+func main() { service.Main(app.New()) }

@@ -8,6 +8,30 @@ import (
 	"path/filepath"
 )
 
+// MultiCallBinary is the executable that runs any service
+// (cmd/microlet-services): when the supervisor finds it, every service it
+// starts runs from it, as separate processes sharing one copy of the code.
+const MultiCallBinary = "microlet-services"
+
+// FindMultiCall locates MultiCallBinary: in binDir when given, else beside
+// the running microlet executable; "" when it is not there. It is not
+// looked up on $PATH: an older install there must not stand in for the
+// service binaries built beside microlet.
+func FindMultiCall(binDir string) string {
+	dir := binDir
+	if dir == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return ""
+		}
+		dir = filepath.Dir(self)
+	}
+	if p := filepath.Join(dir, MultiCallBinary); isExecutable(p) {
+		return p
+	}
+	return ""
+}
+
 // FindBinary locates the named service's executable: in binDir when given,
 // else beside the running microlet executable, else on $PATH. The error names
 // every place that was searched.

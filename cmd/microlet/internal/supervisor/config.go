@@ -45,7 +45,10 @@ type Config struct {
 	// from the cluster's kubelet-serving signer instead of a self-signed one.
 	RotateServerCertificates bool `yaml:"rotate_server_certificates" flag:"rotate-server-certificates" usage:"nodeapi requests its serving certificate from the certificates API (kubernetes.io/kubelet-serving) and renews it (handed to nodeapi)"`
 
-	BinDir string `yaml:"bin_dir" flag:"bin-dir" usage:"directory holding the service binaries (default: beside microlet, then $PATH)"`
+	BinDir string `yaml:"bin_dir" flag:"bin-dir" usage:"directory holding microlet-services or the service binaries (default: beside microlet, then $PATH for the service binaries)"`
+	// SeparateBinaries starts each service from its own binary even when
+	// microlet-services is found (FindMultiCall).
+	SeparateBinaries bool `yaml:"separate_binaries" flag:"separate-binaries" usage:"run each service from its own binary (<bin-dir>/<service>) even when microlet-services is there"`
 
 	StopTimeout         time.Duration `yaml:"stop_timeout" flag:"stop-timeout" usage:"how long each service may take to exit after SIGTERM before it is killed"`
 	RestartBackoff      time.Duration `yaml:"restart_backoff" flag:"restart-backoff" usage:"first delay before restarting a crashed service; doubles on each crash"`

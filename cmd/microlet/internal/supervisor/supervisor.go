@@ -105,6 +105,7 @@ type child struct {
 	external bool
 	endpoint string
 	binary   string
+	argv0    string // the service's name when binary is MultiCallBinary
 	args     []string
 	env      []string
 	ready    chan struct{}
@@ -145,6 +146,10 @@ func New(cfg *Config, opts ...Option) (*Supervisor, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	multi := ""
+	if !cfg.SeparateBinaries {
+		multi = FindMultiCall(cfg.BinDir)
+	}
 	for _, comp := range components.All {
 		c := &child{
 			name:     comp.Name,
@@ -154,11 +159,15 @@ func New(cfg *Config, opts ...Option) (*Supervisor, error) {
 			ready:    make(chan struct{}),
 		}
 		if !c.external {
-			bin, err := FindBinary(comp.Name, cfg.BinDir)
-			if err != nil {
-				return nil, &UsageError{Err: err}
+			if multi != "" {
+				c.binary, c.argv0 = multi, comp.Name
+			} else {
+				bin, err := FindBinary(comp.Name, cfg.BinDir)
+				if err != nil {
+					return nil, &UsageError{Err: err}
+				}
+				c.binary = bin
 			}
-			c.binary = bin
 			c.args = cfg.ChildArgs(comp.Name)
 			c.env = cfg.ServiceEnv(comp.Name, os.Environ())
 			// Every series exists from the start, so a rate() sees the first restart.
@@ -391,6 +400,9 @@ func (s *Supervisor) start(c *child) (*process, error) {
 		return nil, errStopping
 	}
 	cmd := exec.Command(c.binary, c.args...)
+	if c.argv0 != "" {
+		cmd.Args[0] = c.argv0 // picks the service in microlet-services
+	}
 	cmd.Env = c.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	p := &process{cmd: cmd, done: make(chan struct{}), outDone: make(chan struct{}), last: &lastLine{}}

@@ -175,3 +175,56 @@ func TestFindBinary(t *testing.T) {
 		t.Errorf("FindBinary(podsyncd) = %q, %v; want %q from $PATH", got, err, onPath)
 	}
 }
+
+// TestMultiCallBinary: with microlet-services in the bin dir every service
+// runs from it under its own name as argv[0]; separate_binaries, or no
+// microlet-services there, starts each service's own binary.
+func TestMultiCallBinary(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range components.All {
+		write(c.Name)
+	}
+	t.Setenv("PATH", t.TempDir())
+	newCfg := func() *Config {
+		cfg := DefaultConfig()
+		cfg.RunDir = t.TempDir()
+		cfg.DataDir = t.TempDir()
+		cfg.NodeName = "n1"
+		cfg.BinDir = dir
+		return cfg
+	}
+	check := func(cfg *Config, binary func(name string) string, argv0 func(name string) string) {
+		t.Helper()
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range s.children {
+			if c.binary != binary(c.name) || c.argv0 != argv0(c.name) {
+				t.Errorf("%s: binary %q argv0 %q, want %q %q", c.name, c.binary, c.argv0, binary(c.name), argv0(c.name))
+			}
+		}
+	}
+	own := func(name string) string { return filepath.Join(dir, name) }
+	none := func(string) string { return "" }
+	name := func(n string) string { return n }
+
+	check(newCfg(), own, none)
+	multi := write(MultiCallBinary)
+	check(newCfg(), func(string) string { return multi }, name)
+	cfg := newCfg()
+	cfg.SeparateBinaries = true
+	check(cfg, own, none)
+	// Not executable: not a multi-call binary.
+	if err := os.Chmod(multi, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check(newCfg(), own, none)
+}
