@@ -40,6 +40,7 @@ func TestKubeletMetrics(t *testing.T) {
 
 	before := admin.metrics("/metrics")
 	started0 := before.Count("kubelet_pod_start_duration_seconds", nil)
+	sli0 := before.Count("kubelet_pod_start_sli_duration_seconds", nil)
 	if got := before.Sum("kubelet_node_name", map[string]string{"node": n.Name}); got != 1 {
 		t.Errorf("kubelet_node_name{node=%q} = %v, want 1", n.Name, got)
 	}
@@ -65,9 +66,11 @@ func TestKubeletMetrics(t *testing.T) {
 		containers := after.Sum("kubelet_running_containers", map[string]string{"container_state": "running"})
 		startedDelta := after.Count("kubelet_pod_start_duration_seconds", nil) - started0
 		active := after.Sum("kubelet_active_pods", map[string]string{"static": ""})
-		return pods == 3 && containers == 3 && startedDelta == 3 && active == 3,
-			fmt.Sprintf("running_pods=%v running_containers{running}=%v pod_start_duration count grew by %d active_pods=%v",
-				pods, containers, startedDelta, active)
+		// The SLI ends when the watch shows the status podsyncd reported.
+		sliDelta := after.Count("kubelet_pod_start_sli_duration_seconds", nil) - sli0
+		return pods == 3 && containers == 3 && startedDelta == 3 && active == 3 && sliDelta == 3,
+			fmt.Sprintf("running_pods=%v running_containers{running}=%v pod_start_duration count grew by %d active_pods=%v pod_start_sli count grew by %d",
+				pods, containers, startedDelta, active, sliDelta)
 	})
 	for _, tc := range []struct {
 		name  string

@@ -69,6 +69,8 @@ type Metrics struct {
 	activePods              *metrics.GaugeVec
 	restartedPods           *metrics.CounterVec
 	podStart                *metrics.Histogram
+	podStartSLI             *metrics.HistogramVec
+	podStartTotal           *metrics.HistogramVec
 	podWorker               *metrics.HistogramVec
 	plegRelistDuration      *metrics.Histogram
 	plegRelistInterval      *metrics.Histogram
@@ -136,6 +138,10 @@ func New() *Metrics {
 			"static"),
 		podStart: histogram("pod_start_duration_seconds", "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
 			podStartupBuckets),
+		podStartSLI: histogramVec("pod_start_sli_duration_seconds", "Duration in seconds to start a pod, excluding time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch",
+			podStartupBuckets),
+		podStartTotal: histogramVec("pod_start_total_duration_seconds", "Duration in seconds to start a pod since creation, including time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch",
+			podStartupBuckets),
 		podWorker: histogramVec("pod_worker_duration_seconds", "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync",
 			metrics.DefBuckets, "operation_type"),
 		plegRelistDuration: histogram("pleg_relist_duration_seconds", "Duration in seconds for relisting pods in PLEG.", metrics.DefBuckets),
@@ -166,7 +172,7 @@ func New() *Metrics {
 			[]string{"probe_type", "container", "pod", "namespace"}),
 	}
 	m.kubelet.MustRegister(m.nodeName, m.cgroupVersion, m.runningPods, m.runningContainers, m.desiredPods, m.activePods,
-		m.restartedPods, m.podStart, m.podWorker, m.plegRelistDuration, m.plegRelistInterval,
+		m.restartedPods, m.podStart, m.podStartSLI, m.podStartTotal, m.podWorker, m.plegRelistDuration, m.plegRelistInterval,
 		m.plegLastSeen, m.evictions, m.preemptions, m.admissionRejections, m.startedPods, m.startedPodsErrors,
 		m.startedContainers, m.startedContainersErrors, m.imageGC, m.shutdownStart, m.shutdownEnd,
 		m.runtimeOps, m.runtimeOpsDuration, m.runtimeOpsErrors)

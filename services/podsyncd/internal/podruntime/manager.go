@@ -107,6 +107,9 @@ type Options struct {
 	// (kubelet_started_pods_total, kubelet_started_containers_total and
 	// their _errors_total); nil counts nothing.
 	Metrics *kubeletmetrics.Metrics
+	// Startup is told of image pulls and init container runs, which the
+	// pod start SLI leaves out; nil tracks nothing.
+	Startup *kubeletmetrics.StartupTracker
 }
 
 // Reason is a container's waiting reason remembered between syncs.
@@ -582,6 +585,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) S
 			res.fail(err)
 		}
 	}
+	m.initTimes(pod, st)
 	if a.NextInit >= 0 {
 		c := &pod.Spec.InitContainers[a.NextInit]
 		m.startOne(ctx, pod, c, kindInit, st, sandboxID, sbConfig, &res)
@@ -594,6 +598,23 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus) S
 		m.startOne(ctx, pod, &pod.Spec.Containers[i], kindRegular, st, sandboxID, sbConfig, &res)
 	}
 	return res
+}
+
+// initTimes tells the startup tracker when the pod's init containers
+// (not sidecars) finished, as the kubelet's SyncPod does.
+func (m *Manager) initTimes(pod *corev1.Pod, st *PodStatus) {
+	if m.opts.Startup == nil {
+		return
+	}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if isSidecar(c) {
+			continue
+		}
+		if cs := st.Latest(c.Name); cs != nil && cs.State == StateExited && !cs.FinishedAt.IsZero() {
+			m.opts.Startup.InitContainerFinished(pod.UID, cs.FinishedAt)
+		}
+	}
 }
 
 func nameOf(st *PodStatus, id string) string {
@@ -700,6 +721,9 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 		return
 	}
 	m.setReason(pod.UID, c.Name, nil)
+	if kind == kindInit && !isSidecar(c) {
+		m.opts.Startup.InitContainerStarted(pod.UID, m.opts.Clock.Now())
+	}
 	m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeNormal, events.Started, "Container started")
 	if err := containerlogs.Link(m.opts.LogSymlinkDir, pod.Name, pod.Namespace, c.Name, created.ContainerId,
 		filepath.Join(sbConfig.GetLogDirectory(), cfg.GetLogPath())); err != nil {
@@ -805,7 +829,11 @@ func (m *Manager) ensure(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 		}
 	}
 	m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulling, "Pulling image %q", image)
+	m.opts.Startup.PullStarted(pod.UID)
 	resp, used, err := m.pull(ctx, spec, creds())
+	if err == nil {
+		m.opts.Startup.PullFinished(pod.UID)
+	}
 	if err != nil {
 		if m.opts.PullRecords != nil {
 			m.opts.PullRecords.RecordImagePullFailed(image)

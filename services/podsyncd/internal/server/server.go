@@ -409,6 +409,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	if cgroups != nil {
 		cgroupParent, podCgroup = cgroups.Parent, cgroups
 	}
+	startup := s.metrics.NewStartupTracker(nil)
 	rm := podruntime.NewManager(&timeoutRuntime{RuntimeServiceClient: rt, timeout: c.RuntimeTimeout}, img, podruntime.Options{
 		LogRoot:        c.PodLogsDir,
 		RuntimeName:    runtimeName,
@@ -429,6 +430,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		PodCgroup:      podCgroup,
 		PullRecords:    pullRecords,
 		Metrics:        s.metrics,
+		Startup:        startup,
 	})
 	gc := containergc.New(rt, c.gcPolicy(), containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.ContainerLogSymlinkDir, Log: env.Log})
 	logPolicy, _ := c.logPolicy() // validated in Register
@@ -479,7 +481,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		nodes,
 		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod,
 			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod, Allocation: alloc, Cgroups: syncloopCgroups(cgroups),
-			AdmitPressure: s.evictions.Admit, Shutdown: shutdown, Metrics: s.metrics})
+			AdmitPressure: s.evictions.Admit, Shutdown: shutdown, Metrics: s.metrics, Startup: startup})
 	s.loop = loop
 	env.Ready()
 	go s.evictions.Run(ctx)

@@ -56,6 +56,9 @@ type Options struct {
 	// Metrics receives the kubelet's metrics of the loop and its parts
 	// (pod workers, PLEG, prober, admission, pod counts); nil records none.
 	Metrics *kubeletmetrics.Metrics
+	// Startup measures the pod start SLI from the API pods the sources
+	// deliver and the statuses the loop reports; nil measures nothing.
+	Startup *kubeletmetrics.StartupTracker
 }
 
 // ShutdownAdmitter is the node shutdown manager's admission check.
@@ -174,6 +177,7 @@ func (l *Loop) Workers() []podworkers.Info {
 
 // Add admits a new pod, then starts its worker.
 func (l *Loop) Add(pod *corev1.Pod) {
+	l.observedOnWatch(pod)
 	if pod.DeletionTimestamp != nil {
 		l.Delete(pod)
 		return
@@ -200,6 +204,7 @@ func (l *Loop) Add(pod *corev1.Pod) {
 
 // Update syncs a changed pod.
 func (l *Loop) Update(pod *corev1.Pod) {
+	l.observedOnWatch(pod)
 	if pod.DeletionTimestamp != nil {
 		l.Delete(pod)
 		return
@@ -240,8 +245,9 @@ func (l *Loop) Remove(pod *corev1.Pod) {
 	l.workers.Remove(pod)
 }
 
-// Reconcile is a status-only change: statusd owns that.
-func (l *Loop) Reconcile(*corev1.Pod) {}
+// Reconcile is a status-only change: statusd owns that; the pod start
+// SLI ends when the watch shows the reported status.
+func (l *Loop) Reconcile(pod *corev1.Pod) { l.observedOnWatch(pod) }
 
 func (l *Loop) admit(pod *corev1.Pod) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -437,6 +443,7 @@ func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bo
 		delete(l.shutdownKilled, pod.UID)
 		l.mu.Unlock()
 		l.rm.Forget(pod.UID)
+		l.opts.Startup.Forget(pod.UID)
 		l.mu.Lock()
 		l.cleaned[pod.UID] = true
 		l.mu.Unlock()
@@ -474,6 +481,11 @@ func (l *Loop) report(ctx context.Context, pod *corev1.Pod, st *corev1.PodStatus
 	l.mu.Lock()
 	l.last[pod.UID] = st
 	l.mu.Unlock()
+	if l.opts.Startup != nil {
+		reported := *pod
+		reported.Status = *st
+		l.opts.Startup.StatusUpdated(&reported)
+	}
 	if l.status == nil {
 		return
 	}

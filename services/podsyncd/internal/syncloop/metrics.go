@@ -69,3 +69,11 @@ func (l *Loop) countPods() {
 	}
 	l.mu.Unlock()
 }
+
+// observedOnWatch hands an API pod a source delivered to the pod start
+// SLI tracker (static pods are not measured, as upstream).
+func (l *Loop) observedOnWatch(pod *corev1.Pod) {
+	if l.opts.Startup != nil && !podsource.IsStatic(pod) {
+		l.opts.Startup.ObservedPodOnWatch(pod, l.opts.Clock.Now())
+	}
+}
