@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
@@ -89,5 +92,38 @@ func TestStartMetrics(t *testing.T) {
 				t.Errorf("started_containers_errors_total{%s,ErrImageNeverPull} = %v, want %v", tc.label, n, tc.want)
 			}
 		})
+	}
+}
+
+// TestInitTimesForStartupSLI: finished init containers (not sidecars) are
+// handed to the startup tracker with their finish time.
+func TestInitTimesForStartupSLI(t *testing.T) {
+	m := kubeletmetrics.New()
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	tr := m.NewStartupTracker(clk)
+	pod := testPod(corev1.RestartPolicyAlways, 1)
+	pod.CreationTimestamp = metav1.NewTime(time.Unix(1000, 0))
+	always := corev1.ContainerRestartPolicyAlways
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{Name: "sidecar", Image: "img", RestartPolicy: &always})
+	tr.ObservedPodOnWatch(pod, clk.Now())
+	tr.InitContainerStarted(pod.UID, time.Unix(1001, 0))
+	mgr := NewManager(nil, nil, Options{Startup: tr})
+	st := &PodStatus{Containers: []ContainerStatus{
+		{ID: "i0", Name: "init0", State: StateExited, FinishedAt: time.Unix(1006, 0)},
+		{ID: "s", Name: "sidecar", State: StateExited, FinishedAt: time.Unix(1009, 0)},
+	}}
+	mgr.initTimes(pod, st)
+	running := pod.DeepCopy()
+	started := metav1.NewTime(time.Unix(1007, 0))
+	running.Status.StartTime = &started
+	running.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "a", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}
+	tr.StatusUpdated(running)
+	tr.ObservedPodOnWatch(running, time.Unix(1010, 0))
+	got, err := testenv.GatherMetrics(m.Kubelet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got["kubelet_pod_start_sli_duration_seconds"].GetMetric()[0].GetHistogram().GetSampleSum(); s != 5 {
+		t.Fatalf("SLI %v s, want 10 minus init0's 5 (the sidecar does not count)", s)
 	}
 }
