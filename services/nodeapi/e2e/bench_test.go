@@ -32,6 +32,7 @@ import (
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	"github.com/microlet/microlet/internal/testenv/node"
 	nodeapiv1 "github.com/microlet/microlet/proto/microlet/nodeapi/v1"
@@ -395,25 +396,27 @@ func BenchmarkLogs(b *testing.B) {
 // waitLogTail waits until the file at path ends with suffix.
 func waitLogTail(b *testing.B, path, suffix string, limit time.Duration) {
 	b.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		if f, err := os.Open(path); err == nil {
-			fi, _ := f.Stat()
-			buf := make([]byte, len(suffix))
-			if fi != nil && fi.Size() >= int64(len(suffix)) {
-				_, err = f.ReadAt(buf, fi.Size()-int64(len(suffix)))
-			}
-			_ = f.Close()
-			if err == nil && string(buf) == suffix {
-				return
+	testenv.EventuallyEvery(b, fmt.Sprintf("%s ending with %q", path, suffix), limit, time.Second, func() error {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, len(suffix))
+		if fi.Size() >= int64(len(suffix)) {
+			if _, err := f.ReadAt(buf, fi.Size()-int64(len(suffix))); err != nil {
+				return err
 			}
 		}
-		if time.Now().After(deadline) {
-			fi, _ := os.Stat(path)
-			b.Fatalf("%s does not end with %q after %s (%v)", path, suffix, limit, fi)
+		if string(buf) != suffix {
+			return fmt.Errorf("%d bytes, ending %q", fi.Size(), buf)
 		}
-		time.Sleep(time.Second)
-	}
+		return nil
+	})
 }
 
 // lineStream reads timestamped log lines ("<RFC 3339> <text>\n") and
@@ -692,9 +695,22 @@ func BenchmarkExec(b *testing.B) {
 func BenchmarkMemory(b *testing.B) {
 	e := startBench(b)
 	e.runPod(b, "bench-quiet", "exec sleep 3600")
-	e.runPod(b, "bench-busy", followScript)
+	_, busyLog := e.runPod(b, "bench-busy", followScript)
 	meter := e.cpuMeter(b)
-	time.Sleep(memoryHold) // let the node settle after the pods started
+	// The node has settled once both pods run and the busy writer's output
+	// flows through Docker and runtime-shim into its CRI log: a second's
+	// worth of its lines (followOp) is there.
+	testenv.Eventually(b, fmt.Sprintf("%d lines in %s", followOp, busyLog), 2*time.Minute, func() error {
+		st, err := os.Stat(busyLog)
+		if err != nil {
+			return err
+		}
+		// A CRI line is the line plus timestamp, stream and tag (> 40 bytes).
+		if want := int64(followOp * (len(followLine) + 40)); st.Size() < want {
+			return fmt.Errorf("%d bytes, want %d", st.Size(), want)
+		}
+		return nil
+	})
 
 	hold := func(b *testing.B, pod string, streams int) {
 		b.Helper()
@@ -721,7 +737,7 @@ func BenchmarkMemory(b *testing.B) {
 			}
 			lines.Store(0)
 			meter.start()
-			time.Sleep(memoryHold)
+			time.Sleep(memoryHold) // the measurement window itself: CPU and lines per second over it
 			a, s, w := meter.stop()
 			received += lines.Load()
 			api, shim, window = api+a, shim+s, window+w

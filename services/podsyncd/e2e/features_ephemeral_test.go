@@ -31,8 +31,10 @@ import (
 // never restarted after it exits, and dies with the pod.
 func TestPodEphemeralContainers(t *testing.T) {
 	kubectlBin := controlplane.Kubectl(t)
-	// Container GC every 2 s, so the watch below spans several runs.
-	s := startStack(t, "--container-gc-period=2s")
+	// Container GC every 2 s, so the interval counted below spans several
+	// passes; podsyncd serves the metrics it is counted with.
+	podsyncdMetrics := freeLoopbackAddr(t)
+	s := startStack(t, "--container-gc-period=2s", "--metrics-addr="+podsyncdMetrics)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	defer s.watchNodeReady(ctx)()
@@ -247,25 +249,36 @@ func TestPodEphemeralContainers(t *testing.T) {
 		})
 		s.WaitPod("default", "eph-target", "debugger2 terminated by the sandbox's death", ephemeralTerminated("debugger2"))
 		// A new ephemeral container starts in the new sandbox; the old ones
-		// must not, on this sync or later ones: they are watched over
-		// several resyncs (5 s) and container GC runs (2 s here, the one
-		// that could remove the old sandbox and with it their history).
+		// must not, on this sync or later ones. Counted, not watched: over
+		// an interval that podsyncd's own counters show spanned several pod
+		// worker passes (resync every 5 s, PLEG events) and container GC
+		// passes (every 2 s here; the one that could remove the old sandbox
+		// and with it their history), podsyncd must start no container and
+		// ask the runtime to create none. With none created, each old
+		// instance present at the end was present throughout.
 		addEphemeral(t, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 			Name: "debugger3", Image: s.image, ImagePullPolicy: corev1.PullIfNotPresent,
 			Command: []string{"sleep", "3609"}, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		}})
 		s.WaitPod("default", "eph-target", "with debugger3 running", ephemeralRunning("debugger3"))
-		watch := time.After(15 * time.Second)
-		for done := false; !done; {
-			select {
-			case <-watch:
-				done = true
-			case <-time.After(time.Second):
+		count0 := scrapeCounters(t, podsyncdMetrics)
+		var after counters
+		testenv.Eventually(t, "3 pod worker passes and 3 container GC passes after debugger3 started", 2*time.Minute, func() error {
+			after = scrapeCounters(t, podsyncdMetrics)
+			if d := after.sub(count0); d.syncs < 3 || d.gcPasses < 3 {
+				return fmt.Errorf("%v pod worker passes, %v GC passes so far", d.syncs, d.gcPasses)
 			}
-			for _, name := range []string{"debugger", "debugger2", "shell"} {
-				if n := s.criContainers(uid, name); n != 1 {
-					t.Fatalf("the runtime has %d instances of %s after a new sandbox, want its one old instance", n, name)
-				}
+			return nil
+		})
+		d := after.sub(count0)
+		t.Logf("over %v pod worker passes and %v container GC passes: %v containers started, %v CreateContainer calls, GC removed %v containers and %v sandboxes",
+			d.syncs, d.gcPasses, d.starts, d.creates, d.gcContainers, d.gcSandboxes)
+		if d.starts != 0 || d.creates != 0 {
+			t.Errorf("%v container starts and %v CreateContainer calls after debugger3 ran, want 0 (nothing of the pod restarts)", d.starts, d.creates)
+		}
+		for _, name := range []string{"debugger", "debugger2", "shell"} {
+			if n := s.criContainers(uid, name); n != 1 {
+				t.Errorf("the runtime has %d instances of %s after a new sandbox, want its one old instance", n, name)
 			}
 		}
 		p, err := pods.Get(ctx, "eph-target", metav1.GetOptions{})
@@ -292,6 +305,37 @@ func TestPodEphemeralContainers(t *testing.T) {
 			t.Errorf("%d containers of the deleted pod still run", n)
 		}
 	})
+}
+
+// counters are what podsyncd's /metrics counts: pod worker passes
+// (kubelet_pod_worker_duration_seconds), container starts and CRI
+// CreateContainer calls, container GC passes and their removals.
+type counters struct {
+	syncs, starts, creates, gcPasses, gcContainers, gcSandboxes float64
+}
+
+func (c counters) sub(o counters) counters {
+	return counters{c.syncs - o.syncs, c.starts - o.starts, c.creates - o.creates,
+		c.gcPasses - o.gcPasses, c.gcContainers - o.gcContainers, c.gcSandboxes - o.gcSandboxes}
+}
+
+// scrapeCounters reads counters from podsyncd's --metrics-addr.
+func scrapeCounters(t testing.TB, podsyncdAddr string) counters {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := testenv.ScrapeMetrics(ctx, "http://"+podsyncdAddr+"/metrics")
+	if err != nil {
+		t.Fatalf("podsyncd metrics: %v", err)
+	}
+	return counters{
+		syncs:        float64(m.Count("kubelet_pod_worker_duration_seconds", nil)),
+		starts:       m.Sum("kubelet_started_containers_total", nil),
+		creates:      m.Sum("kubelet_runtime_operations_total", map[string]string{"operation_type": "create_container"}),
+		gcPasses:     m.Sum("microlet_podsyncd_container_gc_passes_total", map[string]string{"result": "success"}),
+		gcContainers: m.Sum("microlet_podsyncd_container_gc_removed_total", map[string]string{"object": "container"}),
+		gcSandboxes:  m.Sum("microlet_podsyncd_container_gc_removed_total", map[string]string{"object": "sandbox"}),
+	}
 }
 
 // criContainers counts a pod's instances of one container, in any state,

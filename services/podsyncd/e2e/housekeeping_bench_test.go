@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/procinfo"
@@ -40,7 +43,12 @@ import (
 //	flock /tmp/microlet-bench.lock go test -run '^$' -bench Housekeeping -benchtime 1x -timeout 60m ./services/podsyncd/e2e/
 //
 // MICROLET_BENCH_PODS=30 picks another pod count. The numbers and the
-// kubelet's budget beside them are in docs/podsyncd.md.
+// kubelet's budget beside them are in docs/podsyncd.md. Measuring starts
+// once podsyncd's counters show a container GC pass and a resync of every
+// pod after all ran. The pods (label microlet-bench=housekeeping) and their
+// containers are removed when the benchmark ends, also when it fails; it
+// fails rather than run into -timeout's last 5 minutes, which the removal
+// keeps for itself.
 func BenchmarkHousekeeping(b *testing.B) {
 	pods := 110
 	if env := os.Getenv("MICROLET_BENCH_PODS"); env != "" {
@@ -58,16 +66,28 @@ func BenchmarkHousekeeping(b *testing.B) {
 		}
 		window = d
 	}
-	metricsAddr := freeLoopbackAddr(b)
-	s := startStackArgs(b, map[string][]string{components.RuntimeShim: {"--metrics-addr=" + metricsAddr}})
+	metricsAddr, podsyncdMetrics := freeLoopbackAddr(b), freeLoopbackAddr(b)
+	s := startStackArgs(b, map[string][]string{
+		components.RuntimeShim: {"--metrics-addr=" + metricsAddr},
+		components.PodSyncd:    {"--metrics-addr=" + podsyncdMetrics},
+	})
 	s.runPods(b, pods)
 	pids := s.servicePIDs()
-	b.Logf("%d pods running; settling 30s", pods)
-	time.Sleep(30 * time.Second) // let start-up work (first GC runs, statuses) finish before measuring
+	// Start-up work is done once, after every pod ran, container GC has
+	// made a pass and the pods have been synced again (a resync each).
+	b.Logf("%d pods running; settling until a container GC pass and %d more pod worker passes", pods, pods)
+	c0 := scrapeCounters(b, podsyncdMetrics)
+	s.Eventually("a container GC pass and a resync of every pod", min(3*time.Minute, benchTimeLeft(b)), func() (bool, string) {
+		d := scrapeCounters(b, podsyncdMetrics).sub(c0)
+		return d.gcPasses >= 1 && d.syncs >= float64(pods), fmt.Sprintf("%v GC passes, %v pod worker passes", d.gcPasses, d.syncs)
+	})
 
 	b.ResetTimer()
 	var sum housekeepingResult
 	for i := 0; i < b.N; i++ {
+		if left := benchTimeLeft(b); left < window {
+			b.Fatalf("window %d of %d would end past -timeout (%s left before cleanup); stopping so the pods are removed", i+1, b.N, left)
+		}
 		r := measureWindow(b, pids, metricsAddr, window)
 		sum.add(r)
 	}
@@ -172,10 +192,44 @@ func measureWindow(b *testing.B, pids map[string]int, metricsAddr string, window
 	return r
 }
 
+// housekeepingLabel marks BenchmarkHousekeeping's pods (and, through the
+// runtime's pod UID label, their containers) for its cleanup.
+const housekeepingLabel = "microlet-bench"
+
+// benchCleanupMargin is the part of -timeout kept for removing the pods.
+const benchCleanupMargin = 5 * time.Minute
+
+// binaryStart is (about) when the test binary started; -timeout counts
+// from a little later, so deadlines derived from it err early.
+var binaryStart = time.Now()
+
+// benchTimeLeft is how long the benchmark may still wait and measure: what
+// is left of -timeout less benchCleanupMargin, so a slow run stops with a
+// failure and its cleanup still runs instead of being cut off by the
+// timeout's panic. Without -timeout, an hour.
+func benchTimeLeft(b *testing.B) time.Duration {
+	b.Helper()
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return time.Hour
+	}
+	d, err := time.ParseDuration(f.Value.String())
+	if err != nil || d <= 0 {
+		return time.Hour
+	}
+	left := time.Until(binaryStart.Add(d)) - benchCleanupMargin
+	if left <= 0 {
+		b.Fatalf("-timeout %s leaves no time before the %s kept for cleanup", d, benchCleanupMargin)
+	}
+	return left
+}
+
 // runPods creates n pods on the node whose one container waits without
 // forking and ends at once on SIGTERM, and waits until all are Running.
+// They are removed when the benchmark ends, however it ends.
 func (s *stack) runPods(b *testing.B, n int) {
 	ctx := context.Background()
+	b.Cleanup(func() { s.removePods(b, housekeepingLabel+"=housekeeping") })
 	sem := make(chan struct{}, 10)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -184,6 +238,7 @@ func (s *stack) runPods(b *testing.B, n int) {
 		go func(i int) {
 			defer func() { <-sem; wg.Done() }()
 			p := s.Pod(fmt.Sprintf("hk-%d", i), corev1.RestartPolicyAlways, "trap 'exit 0' TERM; sleep 2147483647 & wait")
+			p.Labels = map[string]string{housekeepingLabel: "housekeeping"}
 			if _, err := s.admin.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 				b.Error(err)
 			}
@@ -193,7 +248,7 @@ func (s *stack) runPods(b *testing.B, n int) {
 	if b.Failed() {
 		b.FailNow()
 	}
-	s.Eventually(fmt.Sprintf("%d pods Running", n), 20*time.Minute, func() (bool, string) {
+	s.Eventually(fmt.Sprintf("%d pods Running", n), min(20*time.Minute, benchTimeLeft(b)), func() (bool, string) {
 		list, err := s.admin.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + s.node})
 		if err != nil {
 			return false, err.Error()
@@ -206,6 +261,56 @@ func (s *stack) runPods(b *testing.B, n int) {
 		}
 		return running >= n, fmt.Sprintf("%d of %d Running", running, n)
 	})
+}
+
+// removePods deletes the pods matching selector and then their containers:
+// first through the API server while the node still runs (podsyncd stops
+// them), then, for whatever is left after a minute, straight from Docker
+// by the pods' UIDs. It runs as a cleanup, so it uses a context of its own
+// and logs instead of failing: a pod left restarting on Docker 20.10 has
+// deadlocked the daemon for every later test.
+func (s *stack) removePods(b *testing.B, selector string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pods := s.admin.CoreV1().Pods(metav1.NamespaceDefault)
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		b.Logf("cleanup: list pods %s: %v", selector, err)
+	}
+	uids := map[string]bool{}
+	for _, p := range list.Items {
+		uids[string(p.UID)] = true
+	}
+	zero := int64(0)
+	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{LabelSelector: selector}); err != nil {
+		b.Logf("cleanup: delete pods %s: %v", selector, err)
+	}
+	left := func() []string {
+		out, err := exec.CommandContext(ctx, "docker", "ps", "-a", "--filter", "label=io.microlet.instance="+s.Instance,
+			"--format", `{{.ID}} {{.Label "io.microlet.pod-uid"}}`).Output()
+		if err != nil {
+			b.Logf("cleanup: docker ps: %v", err)
+			return nil
+		}
+		var ids []string
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if id, uid, ok := strings.Cut(line, " "); ok && uids[uid] {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	var ids []string
+	_ = wait.PollUntilContextTimeout(ctx, 2*time.Second, time.Minute, true, func(context.Context) (bool, error) {
+		ids = left()
+		return len(ids) == 0, nil
+	})
+	if len(ids) > 0 {
+		b.Logf("cleanup: removing %d containers of %d pods from Docker", len(ids), len(uids))
+		if out, err := exec.CommandContext(ctx, "docker", append([]string{"rm", "-f"}, ids...)...).CombinedOutput(); err != nil {
+			b.Logf("cleanup: docker rm: %v: %s", err, out)
+		}
+	}
 }
 
 // criCalls is runtime-shim's grpc_server_handled_total summed by method.
@@ -241,10 +346,11 @@ func componentNames() []string {
 }
 
 // freeLoopbackAddr is a 127.0.0.1 port free right now.
-func freeLoopbackAddr(b *testing.B) string {
+func freeLoopbackAddr(t testing.TB) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().String()

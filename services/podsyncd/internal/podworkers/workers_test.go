@@ -18,17 +18,32 @@ import (
 )
 
 // recorder is a Handler that records calls and checks no call for one pod
-// overlaps another for the same pod.
+// overlaps another for the same pod. A pod's next call can be held (hold)
+// until the test has queued more work for the pod, so the overlap check
+// covers exactly the moment a second call could start.
 type recorder struct {
 	mu       sync.Mutex
 	calls    map[types.UID][]string
 	active   map[types.UID]bool
 	overlap  bool
 	terminal map[types.UID]bool
+	held     map[types.UID]chan struct{}
+	entered  map[types.UID]chan struct{}
 }
 
 func newRecorder() *recorder {
-	return &recorder{calls: map[types.UID][]string{}, active: map[types.UID]bool{}, terminal: map[types.UID]bool{}}
+	return &recorder{calls: map[types.UID][]string{}, active: map[types.UID]bool{}, terminal: map[types.UID]bool{},
+		held: map[types.UID]chan struct{}{}, entered: map[types.UID]chan struct{}{}}
+}
+
+// hold makes uid's next call wait, once it has started, until release;
+// entered closes when it has started.
+func (r *recorder) hold(uid types.UID) (entered <-chan struct{}, release func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held[uid], r.entered[uid] = make(chan struct{}), make(chan struct{})
+	held := r.held[uid]
+	return r.entered[uid], func() { close(held) }
 }
 
 func (r *recorder) enter(uid types.UID, what string) func() {
@@ -38,8 +53,14 @@ func (r *recorder) enter(uid types.UID, what string) func() {
 	}
 	r.active[uid] = true
 	r.calls[uid] = append(r.calls[uid], what)
+	held, entered := r.held[uid], r.entered[uid]
+	delete(r.held, uid)
+	delete(r.entered, uid)
 	r.mu.Unlock()
-	time.Sleep(2 * time.Millisecond)
+	if held != nil {
+		close(entered)
+		<-held
+	}
 	return func() {
 		r.mu.Lock()
 		r.active[uid] = false
@@ -94,13 +115,20 @@ func TestLifecycle(t *testing.T) {
 	r := newRecorder()
 	w := New(ctx, r, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour)
 
-	// A pod synced many times, then removed: syncs, one termination, removal, and the worker is gone.
+	// A pod synced many times, then removed: syncs, one termination,
+	// removal, and the worker is gone. Its first sync is held until the
+	// other updates and the removal are queued: none may start beside it.
 	p := pod("a")
+	entered, release := r.hold("a")
 	for i := 0; i < 20; i++ {
 		w.Sync(p)
 	}
-	waitFor(t, "first sync", func() bool { return len(r.get("a")) > 0 })
-	w.Remove(p)
+	<-entered
+	for i := 0; i < 20; i++ {
+		w.Sync(p)
+	}
+	w.Remove(p) // queued when it returns: the worker reads it after the held call
+	release()
 	waitFor(t, "worker gone", func() bool { return !w.Has("a") })
 	calls := r.get("a")
 	last3 := calls[len(calls)-2:]

@@ -481,7 +481,8 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		nodes,
 		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod,
 			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod, Allocation: alloc, Cgroups: syncloopCgroups(cgroups),
-			AdmitPressure: s.evictions.Admit, Shutdown: shutdown, Metrics: s.metrics, Startup: startup})
+			AdmitPressure: s.evictions.Admit, Shutdown: shutdown, Metrics: s.metrics, Startup: startup,
+			Registerer: env.Registry})
 	s.loop = loop
 	env.Ready()
 	go s.evictions.Run(ctx)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +60,11 @@ type Options struct {
 	// Startup measures the pod start SLI from the API pods the sources
 	// deliver and the statuses the loop reports; nil measures nothing.
 	Startup *kubeletmetrics.StartupTracker
+	// Registerer takes the container garbage collector's counters
+	// (microlet_podsyncd_container_gc_passes_total,
+	// microlet_podsyncd_container_gc_removed_total), which the kubelet
+	// does not have; nil keeps them unserved.
+	Registerer prometheus.Registerer
 }
 
 // ShutdownAdmitter is the node shutdown manager's admission check.
@@ -78,6 +84,8 @@ type Loop struct {
 	store   *desired.Store
 	workers *podworkers.Workers
 	probes  *prober.Manager
+
+	gcMetrics *gcMetrics
 
 	// allocMu serialises admission decisions (new pods and resizes).
 	allocMu  sync.Mutex
@@ -124,7 +132,8 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt runtimeapi.RuntimeServiceC
 		opts: opts, log: log, rm: rm, rt: rt, podcfg: podcfg, status: status, nodes: nodes,
 		admitted: map[types.UID]*corev1.Pod{}, rejected: map[types.UID]bool{}, last: map[types.UID]*corev1.PodStatus{},
 		evicted: map[types.UID]string{}, cleaned: map[types.UID]bool{}, shutdownKilled: map[types.UID]bool{},
-		removed: map[types.UID]removedPod{},
+		removed:   map[types.UID]removedPod{},
+		gcMetrics: newGCMetrics(opts.Registerer),
 	}
 	// A changed probe verdict resyncs the pod: a failed liveness probe
 	// restarts the container, readiness is reported through the status.
@@ -705,6 +714,9 @@ func (l *Loop) containerGC(ctx context.Context) {
 		case <-t.C:
 		}
 		res, err := l.opts.ContainerGC.GarbageCollect(ctx, l.podGone(ctx))
+		if ctx.Err() == nil {
+			l.gcMetrics.pass(res, err)
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
 			l.log.Warn("container garbage collection failed", "err", err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/microlet/microlet/internal/testenv"
@@ -210,8 +211,32 @@ func TestLogCopyShimKilled(t *testing.T) {
 	waitSize(t, ctx, path, 5<<20)
 	sh.Kill()
 	killed := fileSize(path)
-	// Let Docker write on (and rotate) while no shim copies.
-	time.Sleep(time.Second)
+	// Docker writes on while no shim copies: the next shim starts only
+	// once Docker's own json log has taken another MiB (or the writer is
+	// done), so there is output that only Docker holds to resume from.
+	ins, err := env.Docker.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dockerLog := ins.Container.LogPath
+	st0, err := os.Stat(dockerLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "Docker's log a MiB further (or rotated) while no shim copies", untilDone(ctx), func() error {
+		st, err := os.Stat(dockerLog)
+		switch {
+		case err != nil:
+			return err
+		case !os.SameFile(st0, st) || st.Size() >= st0.Size()+1<<20:
+			return nil
+		}
+		ins, err := env.Docker.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		if err == nil && !ins.Container.State.Running {
+			return nil
+		}
+		return fmt.Errorf("%d bytes, was %d", st.Size(), st0.Size())
+	})
 	t.Logf("CRI log %d bytes when the shim was killed, %d when the next one starts", killed, fileSize(path))
 	sh2 := env.StartShim(t, append(retain, "--data-dir="+sh.DataDir)...)
 	waitLog(t, ctx, sh2, id, path, logLines)

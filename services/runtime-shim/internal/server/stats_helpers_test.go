@@ -113,13 +113,12 @@ func (p *dockerProxy) setGate(n int) {
 	p.gate, p.gateEnd, p.maxIn = n, time.Now().Add(20*time.Second), 0
 	clear(p.calls)
 	p.mu.Unlock()
-	go func() {
-		// Wake the waiters at the deadline.
-		time.Sleep(21 * time.Second)
+	// Wake the waiters just after the deadline.
+	time.AfterFunc(21*time.Second, func() {
 		p.mu.Lock()
 		p.cond.Broadcast()
 		p.mu.Unlock()
-	}()
+	})
 }
 
 // reset forgets the counts.
