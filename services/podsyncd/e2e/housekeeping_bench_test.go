@@ -305,8 +305,8 @@ func (s *stack) removePods(b *testing.B, selector string) {
 		ids = left()
 		return len(ids) == 0, nil
 	})
+	b.Logf("cleanup: deleted %d pods (%s); %d of their containers left after a minute", len(uids), selector, len(ids))
 	if len(ids) > 0 {
-		b.Logf("cleanup: removing %d containers of %d pods from Docker", len(ids), len(uids))
 		if out, err := exec.CommandContext(ctx, "docker", append([]string{"rm", "-f"}, ids...)...).CombinedOutput(); err != nil {
 			b.Logf("cleanup: docker rm: %v: %s", err, out)
 		}
