@@ -265,8 +265,8 @@ func (s *stack) runPods(b *testing.B, n int) {
 
 // removePods deletes the pods matching selector and then their containers:
 // first through the API server while the node still runs (podsyncd stops
-// them), then, for whatever is left after a minute, straight from Docker
-// by the pods' UIDs. It runs as a cleanup, so it uses a context of its own
+// them; up to a minute), then whatever is left, stopped or not, straight
+// from Docker by the pods' UIDs. It runs as a cleanup, so it uses a context of its own
 // and logs instead of failing: a pod left restarting on Docker 20.10 has
 // deadlocked the daemon for every later test.
 func (s *stack) removePods(b *testing.B, selector string) {
@@ -285,9 +285,13 @@ func (s *stack) removePods(b *testing.B, selector string) {
 	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{LabelSelector: selector}); err != nil {
 		b.Logf("cleanup: delete pods %s: %v", selector, err)
 	}
-	left := func() []string {
-		out, err := exec.CommandContext(ctx, "docker", "ps", "-a", "--filter", "label=io.microlet.instance="+s.Instance,
-			"--format", `{{.ID}} {{.Label "io.microlet.pod-uid"}}`).Output()
+	// left lists the pods' containers, running ones only unless all.
+	left := func(all bool) []string {
+		args := []string{"ps", "--filter", "label=io.microlet.instance=" + s.Instance, "--format", `{{.ID}} {{.Label "io.microlet.pod-uid"}}`}
+		if all {
+			args = append(args, "-a")
+		}
+		out, err := exec.CommandContext(ctx, "docker", args...).Output()
 		if err != nil {
 			b.Logf("cleanup: docker ps: %v", err)
 			return nil
@@ -300,12 +304,13 @@ func (s *stack) removePods(b *testing.B, selector string) {
 		}
 		return ids
 	}
-	var ids []string
+	var running []string
 	_ = wait.PollUntilContextTimeout(ctx, 2*time.Second, time.Minute, true, func(context.Context) (bool, error) {
-		ids = left()
-		return len(ids) == 0, nil
+		running = left(false)
+		return len(running) == 0, nil
 	})
-	b.Logf("cleanup: deleted %d pods (%s); %d of their containers left after a minute", len(uids), selector, len(ids))
+	ids := left(true)
+	b.Logf("cleanup: deleted %d pods (%s); after a minute %d of their containers still ran, %d existed", len(uids), selector, len(running), len(ids))
 	if len(ids) > 0 {
 		if out, err := exec.CommandContext(ctx, "docker", append([]string{"rm", "-f"}, ids...)...).CombinedOutput(); err != nil {
 			b.Logf("cleanup: docker rm: %v: %s", err, out)
