@@ -310,7 +310,7 @@ func (s *stack) removePods(b *testing.B, selector string) {
 		return len(running) == 0, nil
 	})
 	ids := left(true)
-	b.Logf("cleanup: deleted %d pods (%s); after a minute %d of their containers still ran, %d existed", len(uids), selector, len(running), len(ids))
+	b.Logf("cleanup: deleted %d pods (%s); %d of their containers still ran when the wait ended, %d existed", len(uids), selector, len(running), len(ids))
 	if len(ids) > 0 {
 		if out, err := exec.CommandContext(ctx, "docker", append([]string{"rm", "-f"}, ids...)...).CombinedOutput(); err != nil {
 			b.Logf("cleanup: docker rm: %v: %s", err, out)
