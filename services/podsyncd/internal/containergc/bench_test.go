@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/types"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubelettypes "k8s.io/kubelet/pkg/types"
 	testclock "k8s.io/utils/clock/testing"
@@ -20,17 +20,17 @@ import (
 // listOnly is a runtime that answers the two lists a pass starts with;
 // a pass over a node in its steady state removes nothing.
 type listOnly struct {
-	runtimeapi.RuntimeServiceClient
+	criapi.RuntimeService
 	cs  []*runtimeapi.Container
 	sbs []*runtimeapi.PodSandbox
 }
 
-func (l *listOnly) ListContainers(context.Context, *runtimeapi.ListContainersRequest, ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error) {
-	return &runtimeapi.ListContainersResponse{Containers: l.cs}, nil
+func (l *listOnly) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return l.cs, nil
 }
 
-func (l *listOnly) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest, ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error) {
-	return &runtimeapi.ListPodSandboxResponse{Items: l.sbs}, nil
+func (l *listOnly) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	return l.sbs, nil
 }
 
 // BenchmarkPass110Pods is one container GC pass on a node with 110 pods of

@@ -158,7 +158,7 @@ func TestContainerGCOnDocker(t *testing.T) {
 	opts := containergc.Options{PodLogsDir: n.logs, SymlinkDir: n.symlinks, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 
 	// Before every source is seen nothing is gone; two dead instances each.
-	gc := containergc.New(n.rt, containergc.Policy{MaxPerPodContainer: 2, MaxContainers: -1}, opts)
+	gc := containergc.New(s.Runtime, containergc.Policy{MaxPerPodContainer: 2, MaxContainers: -1}, opts)
 	res, err := gc.GarbageCollect(ctx, func(types.UID) bool { return false })
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestContainerGCOnDocker(t *testing.T) {
 	}
 
 	// The kubelet's defaults with G gone (and every unknown pod).
-	gc = containergc.New(n.rt, containergc.DefaultPolicy(), opts)
+	gc = containergc.New(s.Runtime, containergc.DefaultPolicy(), opts)
 	res, err = gc.GarbageCollect(ctx, func(uid types.UID) bool { return uid != a })
 	if err != nil {
 		t.Fatal(err)

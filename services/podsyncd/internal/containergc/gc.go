@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubelettypes "k8s.io/kubelet/pkg/types"
 	"k8s.io/utils/clock"
@@ -66,13 +67,13 @@ type Options struct {
 
 // GC collects dead containers, sandboxes and log directories.
 type GC struct {
-	rt     runtimeapi.RuntimeServiceClient
+	rt     criapi.RuntimeService
 	policy Policy
 	opts   Options
 }
 
 // New returns a collector over the CRI runtime rt.
-func New(rt runtimeapi.RuntimeServiceClient, policy Policy, opts Options) *GC {
+func New(rt criapi.RuntimeService, policy Policy, opts Options) *GC {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -110,12 +111,12 @@ func (g *GC) DeleteAllUnused(ctx context.Context, gone, finished Gone) (Result, 
 func (g *GC) collect(ctx context.Context, gone, contentGone Gone) (Result, error) {
 	var res Result
 	var errs []error
-	cs, err := g.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	cs, err := g.rt.ListContainers(ctx, nil)
 	if err != nil {
 		return res, fmt.Errorf("list containers: %w", err)
 	}
 	removed := map[string]bool{}
-	for _, c := range PlanContainers(cs.Containers, g.policy, g.opts.Clock.Now(), gone) {
+	for _, c := range PlanContainers(cs, g.policy, g.opts.Clock.Now(), gone) {
 		if err := g.removeContainer(ctx, c); err != nil {
 			errs = append(errs, err)
 			continue
@@ -123,17 +124,17 @@ func (g *GC) collect(ctx context.Context, gone, contentGone Gone) (Result, error
 		removed[c.Id] = true
 		res.Containers++
 	}
-	sbs, err := g.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	sbs, err := g.rt.ListPodSandbox(ctx, nil)
 	if err != nil {
 		return res, errors.Join(append(errs, fmt.Errorf("list sandboxes: %w", err))...)
 	}
-	remaining := make([]*runtimeapi.Container, 0, len(cs.Containers))
-	for _, c := range cs.Containers {
+	remaining := make([]*runtimeapi.Container, 0, len(cs))
+	for _, c := range cs {
 		if !removed[c.Id] {
 			remaining = append(remaining, c)
 		}
 	}
-	for _, sb := range PlanSandboxes(sbs.Items, remaining, gone) {
+	for _, sb := range PlanSandboxes(sbs, remaining, gone) {
 		if err := g.removeSandbox(ctx, sb); err != nil {
 			errs = append(errs, err)
 			continue
@@ -151,7 +152,7 @@ func (g *GC) collect(ctx context.Context, gone, contentGone Gone) (Result, error
 func (g *GC) removeContainer(ctx context.Context, c *runtimeapi.Container) error {
 	if c.State == runtimeapi.ContainerState_CONTAINER_UNKNOWN {
 		// It may still run: stop it first, as the kubelet does.
-		if _, err := g.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: c.Id, Timeout: 2}); err != nil {
+		if err := g.rt.StopContainer(ctx, c.Id, 2); err != nil {
 			g.opts.Log.Warn("container gc: could not stop a container in unknown state", "container", c.Id, "err", err)
 			return fmt.Errorf("stop container %s: %w", c.Id, err)
 		}
@@ -160,7 +161,7 @@ func (g *GC) removeContainer(ctx context.Context, c *runtimeapi.Container) error
 		g.opts.Log.Warn("container gc: could not remove container logs", "container", c.Id, "err", err)
 		return err
 	}
-	if _, err := g.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: c.Id}); err != nil {
+	if err := g.rt.RemoveContainer(ctx, c.Id); err != nil {
 		g.opts.Log.Warn("container gc: could not remove container", "container", c.Id, "err", err)
 		return fmt.Errorf("remove container %s: %w", c.Id, err)
 	}
@@ -170,11 +171,11 @@ func (g *GC) removeContainer(ctx context.Context, c *runtimeapi.Container) error
 
 func (g *GC) removeSandbox(ctx context.Context, sb *runtimeapi.PodSandbox) error {
 	// Normally already stopped; stop it anyway so nothing is left running.
-	if _, err := g.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+	if err := g.rt.StopPodSandbox(ctx, sb.Id); err != nil {
 		g.opts.Log.Warn("container gc: could not stop sandbox", "sandbox", sb.Id, "err", err)
 		return fmt.Errorf("stop sandbox %s: %w", sb.Id, err)
 	}
-	if _, err := g.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+	if err := g.rt.RemovePodSandbox(ctx, sb.Id); err != nil {
 		g.opts.Log.Warn("container gc: could not remove sandbox", "sandbox", sb.Id, "err", err)
 		return fmt.Errorf("remove sandbox %s: %w", sb.Id, err)
 	}

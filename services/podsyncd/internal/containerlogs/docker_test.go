@@ -166,7 +166,7 @@ func TestRotationOnDocker(t *testing.T) {
 		batch    = 130 // lines of ~140 bytes in the CRI format: ~18 KB, just past maxSize
 		batches  = 6
 	)
-	r := containerlogs.NewRotator(rt, containerlogs.Policy{MaxSize: maxSize, MaxFiles: maxFiles}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	r := containerlogs.NewRotator(s.Runtime, containerlogs.Policy{MaxSize: maxSize, MaxFiles: maxFiles}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	pad := strings.Repeat("x", 90)
 	for b := range batches {
 		first, last := b*batch+1, (b+1)*batch

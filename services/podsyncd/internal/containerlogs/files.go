@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubelettypes "k8s.io/kubelet/pkg/types"
 )
@@ -70,8 +71,8 @@ func Link(dir, podName, podNamespace, containerName, containerID, logPath string
 // or compressed one beside it) and its symlink in symlinkDir, as the kubelet
 // does before removing a container. A container the runtime no longer knows
 // has nothing left to find; that is not an error.
-func Remove(ctx context.Context, rt runtimeapi.RuntimeServiceClient, symlinkDir, containerID string) error {
-	resp, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: containerID})
+func Remove(ctx context.Context, rt criapi.ContainerManager, symlinkDir, containerID string) error {
+	resp, err := rt.ContainerStatus(ctx, containerID, false)
 	if status.Code(err) == codes.NotFound {
 		return nil
 	}
@@ -103,7 +104,7 @@ func Remove(ctx context.Context, rt runtimeapi.RuntimeServiceClient, symlinkDir,
 // RemoveDanglingSymlinks removes symlinks in dir whose log file is gone and
 // whose container has exited or no longer exists. A running container's
 // link stays: its file is missing only for the moment of a rotation.
-func RemoveDanglingSymlinks(ctx context.Context, rt runtimeapi.RuntimeServiceClient, dir string) error {
+func RemoveDanglingSymlinks(ctx context.Context, rt criapi.ContainerManager, dir string) error {
 	if dir == "" {
 		return nil
 	}
@@ -117,7 +118,7 @@ func RemoveDanglingSymlinks(ctx context.Context, rt runtimeapi.RuntimeServiceCli
 			continue
 		}
 		if id := containerIDFromSymlink(link); id != "" {
-			resp, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+			resp, err := rt.ContainerStatus(ctx, id, false)
 			if err == nil && resp.GetStatus() != nil && resp.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_EXITED {
 				continue
 			}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 )
@@ -59,7 +60,7 @@ func (p Policy) Validate() error {
 
 // Rotator rotates the logs of running containers.
 type Rotator struct {
-	rt     runtimeapi.RuntimeServiceClient
+	rt     criapi.ContainerManager
 	policy Policy
 	log    *slog.Logger
 	clock  clock.Clock
@@ -67,7 +68,7 @@ type Rotator struct {
 }
 
 // NewRotator returns a rotator over the CRI runtime rt.
-func NewRotator(rt runtimeapi.RuntimeServiceClient, policy Policy, log *slog.Logger, clk clock.Clock) *Rotator {
+func NewRotator(rt criapi.ContainerManager, policy Policy, log *slog.Logger, clk clock.Clock) *Rotator {
 	if policy.Workers < 1 {
 		policy.Workers = 1
 	}
@@ -104,15 +105,15 @@ func (r *Rotator) RotateAll(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	resp, err := r.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+	containers, err := r.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{
 		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-	}})
+	})
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}
 	ids := make(chan string)
 	var wg sync.WaitGroup
-	for range min(r.policy.Workers, max(len(resp.Containers), 1)) {
+	for range min(r.policy.Workers, max(len(containers), 1)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -123,7 +124,7 @@ func (r *Rotator) RotateAll(ctx context.Context) error {
 			}
 		}()
 	}
-	for _, c := range resp.Containers {
+	for _, c := range containers {
 		// A container that is not running writes nothing more.
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			ids <- c.Id
@@ -136,7 +137,7 @@ func (r *Rotator) RotateAll(ctx context.Context) error {
 
 // check rotates one container's log when it reached the size limit.
 func (r *Rotator) check(ctx context.Context, id string) error {
-	resp, err := r.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	resp, err := r.rt.ContainerStatus(ctx, id, false)
 	if err != nil {
 		return fmt.Errorf("container status: %w", err)
 	}
@@ -147,7 +148,7 @@ func (r *Rotator) check(ctx context.Context, id string) error {
 	info, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		// A rotation was cut short: ask the runtime for the file again.
-		if _, err := r.rt.ReopenContainerLog(ctx, &runtimeapi.ReopenContainerLogRequest{ContainerId: id}); err != nil {
+		if err := r.rt.ReopenContainerLog(ctx, id); err != nil {
 			return fmt.Errorf("log %s missing and reopen failed: %w", path, err)
 		}
 		if info, err = os.Stat(path); err != nil {
@@ -201,7 +202,7 @@ func (r *Rotator) rotate(ctx context.Context, id, path string) error {
 	if err := os.Rename(path, rotated); err != nil {
 		return err
 	}
-	if _, err := r.rt.ReopenContainerLog(ctx, &runtimeapi.ReopenContainerLogRequest{ContainerId: id}); err != nil {
+	if err := r.rt.ReopenContainerLog(ctx, id); err != nil {
 		// Put it back so the next pass can try again.
 		if rerr := os.Rename(rotated, path); rerr != nil {
 			r.log.Error("could not restore a rotated log; its lines stay in the rotated file", "file", rotated, "err", rerr)

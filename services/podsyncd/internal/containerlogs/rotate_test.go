@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubelettypes "k8s.io/kubelet/pkg/types"
 	testclock "k8s.io/utils/clock/testing"
@@ -24,49 +24,49 @@ import (
 // logs are files in a temp dir; ReopenContainerLog creates the file again,
 // as a runtime's log writer does. Any other call panics (nil embedded).
 type fakeRuntime struct {
-	runtimeapi.RuntimeServiceClient
+	criapi.ContainerManager
 	logs    map[string]string // container ID -> log path
 	running map[string]bool
 	reopens int
 }
 
-func (f *fakeRuntime) ListContainers(_ context.Context, req *runtimeapi.ListContainersRequest, _ ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error) {
-	out := &runtimeapi.ListContainersResponse{}
+func (f *fakeRuntime) ListContainers(_ context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	var out []*runtimeapi.Container
 	for id := range f.logs {
 		st := runtimeapi.ContainerState_CONTAINER_EXITED
 		if f.running[id] {
 			st = runtimeapi.ContainerState_CONTAINER_RUNNING
 		}
-		if want := req.GetFilter().GetState(); want != nil && want.State != st {
+		if want := filter.GetState(); want != nil && want.State != st {
 			continue
 		}
-		out.Containers = append(out.Containers, &runtimeapi.Container{Id: id, State: st})
+		out = append(out, &runtimeapi.Container{Id: id, State: st})
 	}
 	return out, nil
 }
 
-func (f *fakeRuntime) ContainerStatus(_ context.Context, req *runtimeapi.ContainerStatusRequest, _ ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error) {
-	p, ok := f.logs[req.ContainerId]
+func (f *fakeRuntime) ContainerStatus(_ context.Context, id string, _ bool) (*runtimeapi.ContainerStatusResponse, error) {
+	p, ok := f.logs[id]
 	if !ok {
 		return nil, status.Error(codes.NotFound, "no such container")
 	}
 	st := runtimeapi.ContainerState_CONTAINER_EXITED
-	if f.running[req.ContainerId] {
+	if f.running[id] {
 		st = runtimeapi.ContainerState_CONTAINER_RUNNING
 	}
 	return &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{
-		Id: req.ContainerId, LogPath: p, State: st,
+		Id: id, LogPath: p, State: st,
 		Labels: map[string]string{kubelettypes.KubernetesPodNameLabel: "web", kubelettypes.KubernetesPodNamespaceLabel: "default", kubelettypes.KubernetesContainerNameLabel: "app"},
 	}}, nil
 }
 
-func (f *fakeRuntime) ReopenContainerLog(_ context.Context, req *runtimeapi.ReopenContainerLogRequest, _ ...grpc.CallOption) (*runtimeapi.ReopenContainerLogResponse, error) {
+func (f *fakeRuntime) ReopenContainerLog(_ context.Context, id string) error {
 	f.reopens++
-	fh, err := os.OpenFile(f.logs[req.ContainerId], os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	fh, err := os.OpenFile(f.logs[id], os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &runtimeapi.ReopenContainerLogResponse{}, fh.Close()
+	return fh.Close()
 }
 
 func write(t *testing.T, path, line string, n int) {

@@ -2,23 +2,40 @@ package criexec
 
 import (
 	"context"
+	"errors"
 	"time"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	utilexec "k8s.io/utils/exec"
 )
 
-// RequestAllowance is added to a command's timeout for the call's deadline:
-// the kubelet's --runtime-request-timeout default, which cri-client adds.
-const RequestAllowance = 2 * time.Minute
+// Execer is the ExecSync of cri-client's runtime service
+// (k8s.io/cri-api/pkg/apis.ContainerManager).
+type Execer interface {
+	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (stdout, stderr []byte, err error)
+}
+
+// Result is what a command that ran left behind.
+type Result struct {
+	ExitCode int
+	Stdout   []byte
+	Stderr   []byte
+}
+
+// Output is the command's stdout followed by its stderr.
+func (r Result) Output() string { return string(r.Stdout) + string(r.Stderr) }
 
 // ExecSync runs cmd in the container with timeout (whole seconds, as the CRI
-// carries it; 0 is none) under a deadline of timeout + RequestAllowance, or
-// under ctx alone when timeout is 0, as cri-client's ExecSync.
-func ExecSync(ctx context.Context, rt runtimeapi.RuntimeServiceClient, containerID string, cmd []string, timeout time.Duration) (*runtimeapi.ExecSyncResponse, error) {
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout+RequestAllowance)
-		defer cancel()
+// carries it; 0 is none). A command that ran and exited non-zero is a Result
+// with its exit code, not an error; the error is the runtime's (a command
+// that timed out: errors.Is(err, remote.ErrCommandTimedOut) of
+// k8s.io/cri-client/pkg).
+func ExecSync(ctx context.Context, rt Execer, containerID string, cmd []string, timeout time.Duration) (Result, error) {
+	stdout, stderr, err := rt.ExecSync(ctx, containerID, cmd, timeout)
+	res := Result{Stdout: stdout, Stderr: stderr}
+	var exit utilexec.CodeExitError
+	if errors.As(err, &exit) {
+		res.ExitCode = exit.ExitStatus()
+		return res, nil
 	}
-	return rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: cmd, Timeout: int64(timeout.Seconds())})
+	return res, err
 }

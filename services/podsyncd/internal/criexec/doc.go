@@ -1,10 +1,10 @@
-// Package criexec runs a command in a container through the CRI's ExecSync
-// with the deadline k8s.io/cri-client gives the call: the command's own
-// timeout plus RequestAllowance. The runtime enforces the command's timeout
-// and answers DeadlineExceeded itself; the call's deadline only bounds a
-// runtime that does not answer, so a probe or hook whose command runs up to
-// its timeout is not cut off by the transport first. Exec probes and exec
-// lifecycle hooks use it.
+// Package criexec runs a command in a container through cri-client's
+// ExecSync, which gives the call the deadline the kubelet gives it (the
+// command's own timeout plus the runtime request timeout) and reports a
+// non-zero exit as an error; here that exit is a Result with its code and
+// output again, so exec probes and exec lifecycle hooks tell "the command
+// failed" from "the runtime failed" as before.
 //
-//	resp, err := criexec.ExecSync(ctx, rt, containerID, []string{"cat", "/ready"}, time.Second)
+//	res, err := criexec.ExecSync(ctx, rt, containerID, []string{"cat", "/ready"}, time.Second)
+//	if err == nil && res.ExitCode != 0 { ... res.Output() ... }
 package criexec

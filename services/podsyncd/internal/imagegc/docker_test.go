@@ -15,7 +15,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
-	"google.golang.org/grpc"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testclock "k8s.io/utils/clock/testing"
 
@@ -46,18 +46,18 @@ const (
 // only see this test's images and the sandbox image. Removal and
 // everything else go to runtime-shim unchanged.
 type scopedImages struct {
-	runtimeapi.ImageServiceClient
+	criapi.ImageManagerService
 }
 
-func (s scopedImages) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequest, opts ...grpc.CallOption) (*runtimeapi.ListImagesResponse, error) {
-	resp, err := s.ImageServiceClient.ListImages(ctx, req, opts...)
+func (s scopedImages) ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
+	all, err := s.ImageManagerService.ListImages(ctx, filter)
 	if err != nil {
 		return nil, err
 	}
-	out := &runtimeapi.ListImagesResponse{}
-	for _, im := range resp.Images {
+	var out []*runtimeapi.Image
+	for _, im := range all {
 		if slices.ContainsFunc(im.RepoTags, func(t string) bool { return strings.HasPrefix(t, repo) || t == pauseImage }) {
-			out.Images = append(out.Images, im)
+			out = append(out, im)
 		}
 	}
 	return out, nil
@@ -194,7 +194,7 @@ func TestImageGCOnDocker(t *testing.T) {
 	}
 
 	clk := testclock.NewFakeClock(time.Now())
-	gc := imagegc.New(rt, scopedImages{img}, imagegc.Policy{HighThresholdPercent: 1, LowThresholdPercent: 0, MinAge: 2 * time.Minute},
+	gc := imagegc.New(s.Runtime, scopedImages{s.Images}, imagegc.Policy{HighThresholdPercent: 1, LowThresholdPercent: 0, MinAge: 2 * time.Minute},
 		imagegc.Options{Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	res, err := gc.GarbageCollect(ctx)
 	if len(res.Removed) != 0 {

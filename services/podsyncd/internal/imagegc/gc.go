@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
@@ -108,8 +109,8 @@ type imageRecord struct {
 
 // GC collects images.
 type GC struct {
-	rt     runtimeapi.RuntimeServiceClient
-	img    runtimeapi.ImageServiceClient
+	rt     criapi.RuntimeService
+	img    criapi.ImageManagerService
 	policy Policy
 	opts   Options
 	began  time.Time
@@ -119,7 +120,7 @@ type GC struct {
 }
 
 // New returns a collector over the CRI services; its MaxAge counts from now.
-func New(rt runtimeapi.RuntimeServiceClient, img runtimeapi.ImageServiceClient, policy Policy, opts Options) *GC {
+func New(rt criapi.RuntimeService, img criapi.ImageManagerService, policy Policy, opts Options) *GC {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -291,7 +292,7 @@ func (g *GC) afterPass(began time.Time) {
 }
 
 func (g *GC) remove(ctx context.Context, c candidate, why string, res *Result) error {
-	if _, err := g.img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: c.id}}); err != nil {
+	if err := g.img.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: c.id}); err != nil {
 		g.opts.Log.Warn("image gc: could not remove image", "image", c.id, "err", err)
 		return fmt.Errorf("remove image %s: %w", c.id, err)
 	}
@@ -306,17 +307,17 @@ func (g *GC) remove(ctx context.Context, c candidate, why string, res *Result) e
 // candidates refreshes the records and returns the images that are neither
 // in use nor pinned, in removal order.
 func (g *GC) candidates(ctx context.Context, now time.Time) ([]candidate, error) {
-	images, err := g.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	images, err := g.img.ListImages(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list images: %w", err)
 	}
-	cs, err := g.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	cs, err := g.rt.ListContainers(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
-	inUse := make(map[string]bool, len(cs.Containers))
+	inUse := make(map[string]bool, len(cs))
 	mounted := map[string]bool{}
-	for _, c := range cs.Containers {
+	for _, c := range cs {
 		// ImageId since CRI v1.30; older runtimes fill ImageRef only.
 		id := c.ImageId
 		if id == "" {
@@ -325,7 +326,7 @@ func (g *GC) candidates(ctx context.Context, now time.Time) ([]candidate, error)
 		inUse[id] = true
 		// Image volumes: the images a container mounts, as its status
 		// reports them (the kubelet asks every container too).
-		st, err := g.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+		st, err := g.rt.ContainerStatus(ctx, c.Id, false)
 		if err != nil {
 			if status.Code(err) == codes.NotFound {
 				continue // removed since the listing
@@ -338,8 +339,8 @@ func (g *GC) candidates(ctx context.Context, now time.Time) ([]candidate, error)
 			}
 		}
 	}
-	seen := make(map[string]bool, len(images.Images))
-	for _, im := range images.Images {
+	seen := make(map[string]bool, len(images))
+	for _, im := range images {
 		seen[im.Id] = true
 		// A mount names the image by ID (the kubelet's choice) or by a
 		// name the runtime also knows it by.
@@ -382,7 +383,7 @@ func (g *GC) candidates(ctx context.Context, now time.Time) ([]candidate, error)
 // statfsImageFs measures the filesystem of the mountpoint the image service
 // reports, as the kubelet's cadvisor does for the image filesystem.
 func (g *GC) statfsImageFs(ctx context.Context) (uint64, uint64, error) {
-	resp, err := g.img.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	resp, err := g.img.ImageFsInfo(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("ImageFsInfo: %w", err)
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"k8s.io/client-go/tools/record"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testclock "k8s.io/utils/clock/testing"
 
@@ -21,8 +21,8 @@ import (
 // fakeCRI is a runtime with images and containers in memory; RemoveImage
 // frees the image's size on the fake disk. Other calls panic (nil embedded).
 type fakeCRI struct {
-	runtimeapi.RuntimeServiceClient
-	runtimeapi.ImageServiceClient
+	criapi.RuntimeService
+	criapi.ImageManagerService
 	metrics    *kubeletmetrics.Metrics
 	images     map[string]*runtimeapi.Image
 	containers []*runtimeapi.Container
@@ -34,37 +34,40 @@ type fakeCRI struct {
 	mounts map[string][]string
 }
 
-func (f *fakeCRI) ContainerStatus(_ context.Context, req *runtimeapi.ContainerStatusRequest, _ ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error) {
-	st := &runtimeapi.ContainerStatus{Id: req.ContainerId}
-	for _, ref := range f.mounts[req.ContainerId] {
+// Close resolves the two embedded services' Close.
+func (f *fakeCRI) Close(context.Context) error { return nil }
+
+func (f *fakeCRI) ContainerStatus(_ context.Context, id string, _ bool) (*runtimeapi.ContainerStatusResponse, error) {
+	st := &runtimeapi.ContainerStatus{Id: id}
+	for _, ref := range f.mounts[id] {
 		st.Mounts = append(st.Mounts, &runtimeapi.Mount{ContainerPath: "/vol", Image: &runtimeapi.ImageSpec{Image: ref}})
 	}
 	return &runtimeapi.ContainerStatusResponse{Status: st}, nil
 }
 
-func (f *fakeCRI) ListImages(context.Context, *runtimeapi.ListImagesRequest, ...grpc.CallOption) (*runtimeapi.ListImagesResponse, error) {
-	out := &runtimeapi.ListImagesResponse{}
+func (f *fakeCRI) ListImages(context.Context, *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
+	var out []*runtimeapi.Image
 	for _, im := range f.images {
-		out.Images = append(out.Images, im)
+		out = append(out, im)
 	}
 	return out, nil
 }
 
-func (f *fakeCRI) ListContainers(context.Context, *runtimeapi.ListContainersRequest, ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error) {
-	return &runtimeapi.ListContainersResponse{Containers: f.containers}, nil
+func (f *fakeCRI) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return f.containers, nil
 }
 
-func (f *fakeCRI) RemoveImage(_ context.Context, req *runtimeapi.RemoveImageRequest, _ ...grpc.CallOption) (*runtimeapi.RemoveImageResponse, error) {
-	id := req.Image.Image
+func (f *fakeCRI) RemoveImage(_ context.Context, image *runtimeapi.ImageSpec) error {
+	id := image.Image
 	if id == f.failRemove {
-		return nil, errors.New("read-only file system")
+		return errors.New("read-only file system")
 	}
 	if im := f.images[id]; im != nil {
 		f.used -= im.Size
 		delete(f.images, id)
 		f.removed = append(f.removed, id)
 	}
-	return &runtimeapi.RemoveImageResponse{}, nil
+	return nil
 }
 
 func (f *fakeCRI) stats(context.Context) (uint64, uint64, error) {

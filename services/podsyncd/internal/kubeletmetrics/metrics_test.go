@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc"
+	criapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/microlet/microlet/internal/testenv"
 )
@@ -228,20 +229,33 @@ func TestNilMetrics(t *testing.T) {
 	m.SetShutdownTimes(time.Now(), time.Now())
 }
 
-// TestRuntimeInterceptor: CRI calls count under upstream's operation
-// names, failures as errors too; other services' calls are not counted.
-func TestRuntimeInterceptor(t *testing.T) {
+// fakeCRI answers ListPodSandbox and PullImage (denied); other calls
+// panic (nil embedded).
+type fakeCRI struct {
+	criapi.RuntimeService
+	criapi.ImageManagerService
+}
+
+func (fakeCRI) Close(context.Context) error { return nil }
+
+func (fakeCRI) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	return nil, nil
+}
+
+func (fakeCRI) PullImage(context.Context, *runtimeapi.ImageSpec, *runtimeapi.AuthConfig, *runtimeapi.PodSandboxConfig) (string, error) {
+	return "", errors.New("denied")
+}
+
+// TestInstrumentRuntime: CRI calls through the instrumented services count
+// under upstream's operation types, failures also as errors, with
+// upstream's help and buckets; a nil Metrics hands the service back.
+func TestInstrumentRuntime(t *testing.T) {
 	m := New()
-	icpt := m.RuntimeInterceptor()
-	call := func(method string, err error) {
-		_ = icpt(context.Background(), method, nil, nil, nil, func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
-			return err
-		})
-	}
-	call("/runtime.v1.RuntimeService/ListPodSandbox", nil)
-	call("/runtime.v1.RuntimeService/ListPodSandbox", nil)
-	call("/runtime.v1.ImageService/PullImage", errors.New("denied"))
-	call("/microlet.statusd.v1.StatusService/SetPodStatus", nil)
+	rt, img := m.InstrumentRuntime(fakeCRI{}), m.InstrumentImages(fakeCRI{})
+	ctx := context.Background()
+	_, _ = rt.ListPodSandbox(ctx, nil)
+	_, _ = rt.ListPodSandbox(ctx, nil)
+	_, _ = img.PullImage(ctx, &runtimeapi.ImageSpec{Image: "x"}, nil, nil)
 	got, err := testenv.GatherMetrics(m.Kubelet())
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +274,7 @@ func TestRuntimeInterceptor(t *testing.T) {
 		}
 	}
 	if n := got.Sum("kubelet_runtime_operations_total", nil); n != 3 {
-		t.Errorf("operations counted %v, want 3 (statusd's call is not the runtime's)", n)
+		t.Errorf("operations counted %v, want 3", n)
 	}
 	if got["kubelet_runtime_operations_duration_seconds"].GetHelp() != "[ALPHA] Duration in seconds of runtime operations. Broken down by operation type." {
 		t.Errorf("duration help %q", got["kubelet_runtime_operations_duration_seconds"].GetHelp())
@@ -268,14 +282,8 @@ func TestRuntimeInterceptor(t *testing.T) {
 	if b := got["kubelet_runtime_operations_duration_seconds"].GetMetric()[0].GetHistogram().GetBucket(); len(b) != 14 || b[0].GetUpperBound() != 0.005 {
 		t.Errorf("duration buckets %v, want upstream's 14 from 5 ms by 2.5", b)
 	}
-	for method, want := range map[string]string{
-		"/runtime.v1.RuntimeService/UpdateContainerResources": "update_container",
-		"/runtime.v1.ImageService/ImageFsInfo":                "image_fs_info",
-		"/runtime.v1.RuntimeService/NoSuch":                   "",
-		"/other.Service/ListPodSandbox":                       "",
-	} {
-		if got := RuntimeOperation(method); got != want {
-			t.Errorf("RuntimeOperation(%q) = %q, want %q", method, got, want)
-		}
+	var none *Metrics
+	if f := (fakeCRI{}); none.InstrumentRuntime(f) != criapi.RuntimeService(f) {
+		t.Error("a nil Metrics wrapped the runtime service")
 	}
 }

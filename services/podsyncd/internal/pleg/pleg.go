@@ -2,6 +2,7 @@ package pleg
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"math"
@@ -11,15 +12,26 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubelettypes "k8s.io/kubelet/pkg/types"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 )
 
+// Runtime is the part of the CRI runtime service the relister reads
+// (cri-client's runtime service has it).
+type Runtime interface {
+	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, established func(runtimeapi.RuntimeService_GetContainerEventsClient)) error
+}
+
+var _ Runtime = criapi.RuntimeService(nil)
+
 // Relister reports changed pods.
 type Relister struct {
-	rt       runtimeapi.RuntimeServiceClient
+	rt       Runtime
 	period   time.Duration
 	onChange func(types.UID)
 	log      *slog.Logger
@@ -37,7 +49,7 @@ type Option func(*Relister)
 func WithMetrics(m *kubeletmetrics.Metrics) Option { return func(r *Relister) { r.metrics = m } }
 
 // New returns a relister calling onChange for every pod whose runtime state changed.
-func New(rt runtimeapi.RuntimeServiceClient, period time.Duration, log *slog.Logger, onChange func(types.UID), opts ...Option) *Relister {
+func New(rt Runtime, period time.Duration, log *slog.Logger, onChange func(types.UID), opts ...Option) *Relister {
 	r := &Relister{rt: rt, period: period, onChange: onChange, log: log, last: map[types.UID]string{}}
 	for _, o := range opts {
 		o(r)
@@ -83,17 +95,17 @@ func (r *Relister) Relist(ctx context.Context) (err error) {
 		}
 		r.metrics.Relisted(start, time.Since(start), since, err == nil)
 	}()
-	sbs, err := r.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	sbs, err := r.rt.ListPodSandbox(ctx, nil)
 	if err != nil {
 		return err
 	}
-	cs, err := r.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	cs, err := r.rt.ListContainers(ctx, nil)
 	if err != nil {
 		return err
 	}
 	parts := map[types.UID][]string{}
 	ready := map[types.UID]bool{}
-	for _, sb := range sbs.Items {
+	for _, sb := range sbs {
 		uid := types.UID(sb.Labels[kubelettypes.KubernetesPodUIDLabel])
 		if uid == "" {
 			continue
@@ -104,7 +116,7 @@ func (r *Relister) Relist(ctx context.Context) (err error) {
 		}
 	}
 	states := map[string]int{}
-	for _, c := range cs.Containers {
+	for _, c := range cs {
 		uid := types.UID(c.Labels[kubelettypes.KubernetesPodUIDLabel])
 		if uid == "" {
 			continue
@@ -137,24 +149,28 @@ func (r *Relister) Relist(ctx context.Context) (err error) {
 var eventsBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Steps: math.MaxInt32, Cap: 30 * time.Second}
 
 // events follows GetContainerEvents; a runtime without it answers
-// Unimplemented and relist alone carries on.
+// Unimplemented and relist alone carries on. cri-client's call blocks,
+// sending each event on ch until the stream ends, so ch is drained until it
+// returns.
 func (r *Relister) events(ctx context.Context) {
 	delay := eventsBackoff.DelayFunc()
 	for ctx.Err() == nil {
-		stream, err := r.rt.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
-		if err == nil {
-			for {
-				ev, err := stream.Recv()
-				if err != nil {
-					if err != io.EOF && ctx.Err() == nil {
-						r.log.Debug("container event stream ended", "err", err)
-					}
-					break
-				}
+		ch := make(chan *runtimeapi.ContainerEventResponse)
+		done := make(chan error, 1)
+		go func() { done <- r.rt.GetContainerEvents(ctx, ch, nil) }()
+	follow:
+		for {
+			select {
+			case ev := <-ch:
 				delay = eventsBackoff.DelayFunc()
 				if sb := ev.GetPodSandboxStatus(); sb != nil && sb.Metadata != nil {
 					r.onChange(types.UID(sb.Metadata.Uid))
 				}
+			case err := <-done:
+				if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+					r.log.Debug("container event stream ended", "err", err)
+				}
+				break follow
 			}
 		}
 		select {

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
-	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubelettypes "k8s.io/kubelet/pkg/types"
@@ -19,26 +19,26 @@ import (
 
 // fakeRuntime lists what the test set; other calls panic (nil embedded).
 type fakeRuntime struct {
-	runtimeapi.RuntimeServiceClient
+	Runtime
 	mu   sync.Mutex
 	sbs  []*runtimeapi.PodSandbox
 	cs   []*runtimeapi.Container
 	fail bool
 }
 
-func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest, ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error) {
+func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail {
 		return nil, errors.New("runtime down")
 	}
-	return &runtimeapi.ListPodSandboxResponse{Items: f.sbs}, nil
+	return f.sbs, nil
 }
 
-func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ListContainersRequest, ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error) {
+func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return &runtimeapi.ListContainersResponse{Containers: f.cs}, nil
+	return f.cs, nil
 }
 
 func uidLabels(uid string) map[string]string {
@@ -133,4 +133,41 @@ func gather(t *testing.T, m *kubeletmetrics.Metrics) testenv.Metrics {
 		t.Fatal(err)
 	}
 	return got
+}
+
+// events is a runtime with nothing to list whose GetContainerEvents, as
+// cri-client's, blocks and sends on the caller's channel: one event for
+// the sandbox of pod u1, then it holds the stream until ctx ends.
+type events struct{ returned chan struct{} }
+
+func (events) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	return nil, nil
+}
+
+func (events) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return nil, nil
+}
+
+func (e events) GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, _ func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
+	defer func() { e.returned <- struct{}{} }()
+	ch <- &runtimeapi.ContainerEventResponse{PodSandboxStatus: &runtimeapi.PodSandboxStatus{Metadata: &runtimeapi.PodSandboxMetadata{Uid: "u1"}}}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// An event on the stream triggers its pod; when the relister stops, the
+// stream's call has returned (nothing left blocked on the channel).
+func TestEventsTriggerPod(t *testing.T) {
+	rt := events{returned: make(chan struct{}, 1)}
+	changed := make(chan types.UID, 8)
+	r := New(rt, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)), func(uid types.UID) { changed <- uid })
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { r.Run(ctx); close(stopped) }()
+	if uid := <-changed; uid != "u1" {
+		t.Fatalf("changed %q, want u1", uid)
+	}
+	cancel()
+	<-stopped
+	<-rt.returned
 }

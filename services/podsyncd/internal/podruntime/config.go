@@ -101,7 +101,7 @@ func (m *Manager) envFor(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 func (m *Manager) podInfo(ctx context.Context, sandboxID string) envvars.Info {
 	info := envvars.Info{}
 	if sandboxID != "" {
-		if resp, err := m.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID}); err == nil && resp.Status != nil && resp.Status.Network != nil {
+		if resp, err := m.rt.PodSandboxStatus(ctx, sandboxID, false); err == nil && resp.Status != nil && resp.Status.Network != nil {
 			if ip := resp.Status.Network.Ip; ip != "" {
 				info.PodIPs = append(info.PodIPs, ip)
 			}
@@ -279,18 +279,18 @@ func (m *Manager) createSandbox(ctx context.Context, pod *corev1.Pod, attempt ui
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return "", fmt.Errorf("create pod log dir: %w", err)
 	}
-	resp, err := m.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	id, err := m.rt.RunPodSandbox(ctx, cfg, "")
 	if err != nil {
 		return "", err
 	}
-	m.log.Info("created sandbox", "pod", podRef(pod), "id", resp.PodSandboxId, "attempt", attempt)
-	return resp.PodSandboxId, nil
+	m.log.Info("created sandbox", "pod", podRef(pod), "id", id, "attempt", attempt)
+	return id, nil
 }
 
 // imageUser is the user the image runs as (the kubelet's getImageUser):
 // it fills an unset runAsUser and decides runAsNonRoot.
 func (m *Manager) imageUser(ctx context.Context, image string) (securitycontext.ImageUser, error) {
-	resp, err := m.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: image}})
+	resp, err := m.img.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image}, false)
 	if err != nil {
 		return securitycontext.ImageUser{}, fmt.Errorf("cannot read the user of image %s: %w", image, err)
 	}

@@ -25,13 +25,13 @@ import (
 func (m *Manager) runHandler(ctx context.Context, pod *corev1.Pod, c *corev1.Container, containerID string, h *corev1.LifecycleHandler, timeout time.Duration) (string, error) {
 	switch {
 	case h.Exec != nil:
-		resp, err := criexec.ExecSync(ctx, m.rt, containerID, h.Exec.Command, timeout)
+		res, err := criexec.ExecSync(ctx, m.rt, containerID, h.Exec.Command, timeout)
 		if err != nil {
 			return fmt.Sprintf("Exec lifecycle hook (%v) for Container %q in Pod %q failed - error: %v", h.Exec.Command, c.Name, podRef(pod), err), err
 		}
-		if resp.ExitCode != 0 {
-			out := string(resp.Stdout) + string(resp.Stderr)
-			err := fmt.Errorf("command %v exited with %d: %s", h.Exec.Command, resp.ExitCode, out)
+		if res.ExitCode != 0 {
+			out := res.Output()
+			err := fmt.Errorf("command %v exited with %d: %s", h.Exec.Command, res.ExitCode, out)
 			return fmt.Sprintf("Exec lifecycle hook (%v) for Container %q in Pod %q failed - error: %v, message: %q", h.Exec.Command, c.Name, podRef(pod), err, out), err
 		}
 		return "", nil

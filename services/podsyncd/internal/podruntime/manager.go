@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
@@ -120,8 +121,8 @@ type Reason struct {
 
 // Manager runs pods on a CRI runtime.
 type Manager struct {
-	rt    runtimeapi.RuntimeServiceClient
-	img   runtimeapi.ImageServiceClient
+	rt    criapi.RuntimeService
+	img   criapi.ImageManagerService
 	opts  Options
 	log   *slog.Logger
 	crash *flowcontrol.Backoff
@@ -181,8 +182,10 @@ func (m *Manager) started(c *corev1.Container, id string) bool {
 	return h.Started(c, id)
 }
 
-// NewManager returns a manager over the given CRI clients.
-func NewManager(rt runtimeapi.RuntimeServiceClient, img runtimeapi.ImageServiceClient, opts Options) *Manager {
+// NewManager returns a manager over the given CRI services (cri-client's
+// remote runtime and image services, whose request timeouts bound every
+// call but image pulls).
+func NewManager(rt criapi.RuntimeService, img criapi.ImageManagerService, opts Options) *Manager {
 	if opts.BackoffInitial == 0 {
 		opts.BackoffInitial = DefaultBackoffInitial
 	}
@@ -654,7 +657,7 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 		if prev.State == StateCreated {
 			restarts = prev.Attempt
 			// Remove the never-started instance before creating the next one.
-			_, _ = m.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: prev.ID})
+			_ = m.rt.RemoveContainer(ctx, prev.ID)
 		}
 	}
 	// Past the back-off, an attempt counts as a start; a failure counts
@@ -703,7 +706,7 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 		res.fail(err)
 		return
 	}
-	created, err := m.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sbConfig})
+	createdID, err := m.rt.CreateContainer(ctx, sandboxID, cfg, sbConfig)
 	if err != nil {
 		code = ReasonCreateContainerError
 		m.containerEvent(pod, c, "", corev1.EventTypeWarning, events.Failed, "Error: "+grpcMessage(err))
@@ -711,11 +714,11 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 		res.fail(fmt.Errorf("create container %s: %w", c.Name, err))
 		return
 	}
-	m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeNormal, events.Created, "Container created")
+	m.containerEvent(pod, c, createdID, corev1.EventTypeNormal, events.Created, "Container created")
 	m.recordActuated(pod, c, kind)
-	if _, err := m.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
+	if err := m.rt.StartContainer(ctx, createdID); err != nil {
 		code = ReasonRunContainerError
-		m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeWarning, events.Failed, "Error: "+grpcMessage(err))
+		m.containerEvent(pod, c, createdID, corev1.EventTypeWarning, events.Failed, "Error: "+grpcMessage(err))
 		m.setReason(pod.UID, c.Name, &Reason{ReasonRunContainerError, err.Error()})
 		res.fail(fmt.Errorf("start container %s: %w", c.Name, err))
 		return
@@ -724,19 +727,19 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 	if kind == kindInit && !isSidecar(c) {
 		m.opts.Startup.InitContainerStarted(pod.UID, m.opts.Clock.Now())
 	}
-	m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeNormal, events.Started, "Container started")
-	if err := containerlogs.Link(m.opts.LogSymlinkDir, pod.Name, pod.Namespace, c.Name, created.ContainerId,
+	m.containerEvent(pod, c, createdID, corev1.EventTypeNormal, events.Started, "Container started")
+	if err := containerlogs.Link(m.opts.LogSymlinkDir, pod.Name, pod.Namespace, c.Name, createdID,
 		filepath.Join(sbConfig.GetLogDirectory(), cfg.GetLogPath())); err != nil {
 		m.log.Warn("container log symlink", "pod", podRef(pod), "container", c.Name, "err", err)
 	}
-	m.log.Info("started container", "pod", podRef(pod), "container", c.Name, "id", created.ContainerId, "restarts", restarts)
+	m.log.Info("started container", "pod", podRef(pod), "container", c.Name, "id", createdID, "restarts", restarts)
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
-		if msg, err := m.runHandler(ctx, pod, c, created.ContainerId, c.Lifecycle.PostStart, 0); err != nil {
+		if msg, err := m.runHandler(ctx, pod, c, createdID, c.Lifecycle.PostStart, 0); err != nil {
 			m.log.Warn("postStart hook failed; killing container", "pod", podRef(pod), "container", c.Name, "err", err)
-			m.containerEvent(pod, c, created.ContainerId, corev1.EventTypeWarning, events.FailedPostStartHook, "PostStartHook failed")
+			m.containerEvent(pod, c, createdID, corev1.EventTypeWarning, events.FailedPostStartHook, "PostStartHook failed")
 			m.setReason(pod.UID, c.Name, &Reason{ReasonPostStartHookError, msg})
 			code = ReasonPostStartHookError
-			_ = m.killContainer(ctx, pod, created.ContainerId, c.Name, "FailedPostStartHook", nil)
+			_ = m.killContainer(ctx, pod, createdID, c.Name, "FailedPostStartHook", nil)
 			res.fail(fmt.Errorf("postStart hook of %s: %w", c.Name, err))
 		}
 	}
@@ -785,7 +788,7 @@ func (m *Manager) ensure(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 	}
 	present := ""
 	if policy != corev1.PullAlways {
-		st, err := m.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec})
+		st, err := m.img.ImageStatus(ctx, spec, false)
 		if err == nil && st.Image != nil {
 			present = st.Image.Id
 		}
@@ -830,7 +833,7 @@ func (m *Manager) ensure(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 	}
 	m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulling, "Pulling image %q", image)
 	m.opts.Startup.PullStarted(pod.UID)
-	resp, used, err := m.pull(ctx, spec, creds())
+	imageRef, used, err := m.pull(ctx, spec, creds())
 	if err == nil {
 		m.opts.Startup.PullFinished(pod.UID)
 	}
@@ -845,12 +848,12 @@ func (m *Manager) ensure(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 		return "", errors.New(msg)
 	}
 	if m.opts.PullRecords != nil {
-		m.opts.PullRecords.RecordImagePulled(image, resp.ImageRef, pulledWith(used))
+		m.opts.PullRecords.RecordImagePulled(image, imageRef, pulledWith(used))
 	}
 	m.pulls.Reset(key)
 	m.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, events.Pulled, "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
-		image, m.opts.Clock.Since(now).Truncate(time.Millisecond), m.opts.Clock.Since(now).Truncate(time.Millisecond), m.imageSize(ctx, resp.ImageRef))
-	return resp.ImageRef, nil
+		image, m.opts.Clock.Since(now).Truncate(time.Millisecond), m.opts.Clock.Since(now).Truncate(time.Millisecond), m.imageSize(ctx, imageRef))
+	return imageRef, nil
 }
 
 // KillPod stops every running container (preStop hooks first, within the
@@ -904,7 +907,7 @@ func (m *Manager) KillPod(ctx context.Context, pod *corev1.Pod, st *PodStatus, g
 		if !sb.Ready {
 			continue
 		}
-		if _, err := m.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.ID}); err != nil {
+		if err := m.rt.StopPodSandbox(ctx, sb.ID); err != nil {
 			errs <- fmt.Errorf("stop sandbox %s: %w", sb.ID, err)
 		}
 	}
@@ -920,12 +923,12 @@ func (m *Manager) KillPod(ctx context.Context, pod *corev1.Pod, st *PodStatus, g
 func (m *Manager) RemovePod(ctx context.Context, st *PodStatus) error {
 	var all []error
 	for _, c := range st.Containers {
-		if _, err := m.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: c.ID}); err != nil {
+		if err := m.rt.RemoveContainer(ctx, c.ID); err != nil {
 			all = append(all, err)
 		}
 	}
 	for _, sb := range st.Sandboxes {
-		if _, err := m.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.ID}); err != nil {
+		if err := m.rt.RemovePodSandbox(ctx, sb.ID); err != nil {
 			all = append(all, err)
 		}
 	}
@@ -996,7 +999,7 @@ func (m *Manager) killContainer(ctx context.Context, pod *corev1.Pod, id, name, 
 			g = minGracePeriod
 		}
 	}
-	if _, err := m.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: g}); err != nil {
+	if err := m.rt.StopContainer(ctx, id, g); err != nil {
 		return fmt.Errorf("stop container %s (%s): %w", name, id, err)
 	}
 	return nil
@@ -1039,7 +1042,7 @@ func grpcMessage(err error) string {
 
 // imageSize is a pulled image's size for the Pulled event (0 if unknown).
 func (m *Manager) imageSize(ctx context.Context, ref string) uint64 {
-	st, err := m.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	st, err := m.img.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: ref}, false)
 	if err != nil || st.Image == nil {
 		return 0
 	}

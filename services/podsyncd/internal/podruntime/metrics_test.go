@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -19,19 +19,21 @@ import (
 // startRuntime creates sandboxes (or fails to) and knows no image; other
 // calls panic (nil embedded).
 type startRuntime struct {
-	runtimeapi.RuntimeServiceClient
-	runtimeapi.ImageServiceClient
+	criapi.RuntimeService
+	criapi.ImageManagerService
 	failSandbox bool
 }
 
-func (f *startRuntime) RunPodSandbox(context.Context, *runtimeapi.RunPodSandboxRequest, ...grpc.CallOption) (*runtimeapi.RunPodSandboxResponse, error) {
+func (f *startRuntime) Close(context.Context) error { return nil }
+
+func (f *startRuntime) RunPodSandbox(context.Context, *runtimeapi.PodSandboxConfig, string) (string, error) {
 	if f.failSandbox {
-		return nil, errors.New("no network")
+		return "", errors.New("no network")
 	}
-	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: "sb-new"}, nil
+	return "sb-new", nil
 }
 
-func (f *startRuntime) ImageStatus(context.Context, *runtimeapi.ImageStatusRequest, ...grpc.CallOption) (*runtimeapi.ImageStatusResponse, error) {
+func (f *startRuntime) ImageStatus(context.Context, *runtimeapi.ImageSpec, bool) (*runtimeapi.ImageStatusResponse, error) {
 	return &runtimeapi.ImageStatusResponse{}, nil
 }
 

@@ -78,18 +78,18 @@ func pulledWith(c *pullsecrets.Cred) *kubeletv1beta1.ImagePullCredentials {
 // pull pulls with each credential in turn until one works, as the kubelet
 // does (anonymously when there are none), and returns the one that
 // worked (nil: anonymous); the error aggregates every attempt's.
-func (m *Manager) pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []pullsecrets.Cred) (*runtimeapi.PullImageResponse, *pullsecrets.Cred, error) {
+func (m *Manager) pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []pullsecrets.Cred) (string, *pullsecrets.Cred, error) {
 	if len(creds) == 0 {
-		resp, err := m.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec})
-		return resp, nil, err
+		ref, err := m.img.PullImage(ctx, spec, nil, nil)
+		return ref, nil, err
 	}
 	var errs []error
 	for i := range creds {
-		resp, err := m.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, Auth: creds[i].Auth})
+		ref, err := m.img.PullImage(ctx, spec, creds[i].Auth, nil)
 		if err == nil {
-			return resp, &creds[i], nil
+			return ref, &creds[i], nil
 		}
 		errs = append(errs, err)
 	}
-	return nil, nil, utilerrors.NewAggregate(errs)
+	return "", nil, utilerrors.NewAggregate(errs)
 }

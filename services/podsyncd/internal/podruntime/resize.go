@@ -192,7 +192,7 @@ func (m *Manager) updateContainers(ctx context.Context, pod *corev1.Pod, a *Acti
 			cc := c.DeepCopy()
 			cc.Resources = next.requirements()
 			lr := resources.Container(pod, cc, m.opts.MemoryCapacity)
-			if _, err := m.rt.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: u.ID, Linux: lr}); err != nil {
+			if err := m.rt.UpdateContainerResources(ctx, u.ID, &runtimeapi.ContainerResources{Linux: lr}); err != nil {
 				m.log.Warn("in-place resize failed", "pod", podRef(pod), "container", u.Name, "resource", rn, "err", err)
 				return &ResizeError{Message: fmt.Sprintf("failed to update resources of container %s: %s", u.Name, grpcMessage(err))}
 			}
@@ -227,8 +227,8 @@ func (m *Manager) validateMemoryDecrease(ctx context.Context, a *Actions) error 
 		if want == 0 || (have != 0 && want >= have) {
 			continue
 		}
-		resp, err := m.rt.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: u.ID})
-		usage := resp.GetStats().GetMemory().GetUsageBytes()
+		stats, err := m.rt.ContainerStats(ctx, u.ID)
+		usage := stats.GetMemory().GetUsageBytes()
 		switch {
 		case err != nil || usage == nil:
 			errs = append(errs, fmt.Errorf("missing container %q memory usage", u.Name))

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"testing"
 
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -29,27 +29,27 @@ func (m memActuated) SetActuated(_ types.UID, name string, r corev1.ResourceRequ
 // updateRecorder records UpdateContainerResources calls (the only CRI call
 // doResize makes); failOn makes the call for that container ID fail.
 type updateRecorder struct {
-	runtimeapi.RuntimeServiceClient
+	criapi.RuntimeService
 	calls  []string
 	failOn string
 	usage  map[string]uint64 // memory usage by container ID (default 1 MiB)
 }
 
-func (u *updateRecorder) ContainerStats(_ context.Context, req *runtimeapi.ContainerStatsRequest, _ ...grpc.CallOption) (*runtimeapi.ContainerStatsResponse, error) {
-	v, ok := u.usage[req.ContainerId]
+func (u *updateRecorder) ContainerStats(_ context.Context, id string) (*runtimeapi.ContainerStats, error) {
+	v, ok := u.usage[id]
 	if !ok {
 		v = 1 << 20
 	}
-	return &runtimeapi.ContainerStatsResponse{Stats: &runtimeapi.ContainerStats{Memory: &runtimeapi.MemoryUsage{UsageBytes: &runtimeapi.UInt64Value{Value: v}}}}, nil
+	return &runtimeapi.ContainerStats{Memory: &runtimeapi.MemoryUsage{UsageBytes: &runtimeapi.UInt64Value{Value: v}}}, nil
 }
 
-func (u *updateRecorder) UpdateContainerResources(_ context.Context, req *runtimeapi.UpdateContainerResourcesRequest, _ ...grpc.CallOption) (*runtimeapi.UpdateContainerResourcesResponse, error) {
-	l := req.Linux
-	u.calls = append(u.calls, fmt.Sprintf("%s shares=%d quota=%d mem=%d", req.ContainerId, l.CpuShares, l.CpuQuota, l.MemoryLimitInBytes))
-	if req.ContainerId == u.failOn {
-		return nil, errors.New("refused")
+func (u *updateRecorder) UpdateContainerResources(_ context.Context, id string, r *runtimeapi.ContainerResources) error {
+	l := r.Linux
+	u.calls = append(u.calls, fmt.Sprintf("%s shares=%d quota=%d mem=%d", id, l.CpuShares, l.CpuQuota, l.MemoryLimitInBytes))
+	if id == u.failOn {
+		return errors.New("refused")
 	}
-	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+	return nil
 }
 
 func rr(cpuReq, cpuLim, memReq, memLim string) corev1.ResourceRequirements {

@@ -10,10 +10,9 @@ import (
 	"sync"
 	"testing"
 
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	criapi "k8s.io/cri-api/pkg/apis"
 )
 
 // probeHealth is a Health with chosen startup verdicts and probe failures.
@@ -91,23 +90,23 @@ func TestComputePodActionsSidecars(t *testing.T) {
 
 // stopRecorder is a runtime that records the order of StopContainer calls.
 type stopRecorder struct {
-	runtimeapi.RuntimeServiceClient
+	criapi.RuntimeService
 	mu    sync.Mutex
 	stops []string
 }
 
-func (r *stopRecorder) StopContainer(_ context.Context, in *runtimeapi.StopContainerRequest, _ ...grpc.CallOption) (*runtimeapi.StopContainerResponse, error) {
+func (r *stopRecorder) StopContainer(_ context.Context, id string, _ int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.stops = append(r.stops, in.ContainerId)
-	return &runtimeapi.StopContainerResponse{}, nil
+	r.stops = append(r.stops, id)
+	return nil
 }
 
-func (r *stopRecorder) StopPodSandbox(context.Context, *runtimeapi.StopPodSandboxRequest, ...grpc.CallOption) (*runtimeapi.StopPodSandboxResponse, error) {
+func (r *stopRecorder) StopPodSandbox(context.Context, string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stops = append(r.stops, "sandbox")
-	return &runtimeapi.StopPodSandboxResponse{}, nil
+	return nil
 }
 
 func TestKillPodStopsSidecarsLast(t *testing.T) {

@@ -112,19 +112,19 @@ func (s *PodStatus) ReadySandbox() *SandboxStatus {
 // GetPodStatus reads the runtime state of the pod with uid.
 func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, error) {
 	filter := map[string]string{LabelPodUID: string(uid)}
-	sbResp, err := m.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: filter}})
+	sandboxes, err := m.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: filter})
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes of pod %s: %w", uid, err)
 	}
 	st := &PodStatus{UID: uid}
-	for _, sb := range sbResp.Items {
+	for _, sb := range sandboxes {
 		s := SandboxStatus{ID: sb.Id, Ready: sb.State == runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: time.Unix(0, sb.CreatedAt)}
 		if sb.Metadata != nil {
 			s.Attempt = sb.Metadata.Attempt
 			st.Name, st.Namespace = sb.Metadata.Name, sb.Metadata.Namespace
 		}
 		if s.Ready {
-			resp, err := m.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id})
+			resp, err := m.rt.PodSandboxStatus(ctx, sb.Id, false)
 			if err == nil && resp.Status != nil {
 				if n := resp.Status.Network; n != nil {
 					s.IP = n.Ip
@@ -142,12 +142,12 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, 
 	}
 	sort.Slice(st.Sandboxes, func(i, j int) bool { return st.Sandboxes[i].CreatedAt.After(st.Sandboxes[j].CreatedAt) })
 
-	cResp, err := m.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: filter}})
+	containers, err := m.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: filter})
 	if err != nil {
 		return nil, fmt.Errorf("list containers of pod %s: %w", uid, err)
 	}
-	for _, c := range cResp.Containers {
-		resp, err := m.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+	for _, c := range containers {
+		resp, err := m.rt.ContainerStatus(ctx, c.Id, false)
 		if err != nil || resp.Status == nil {
 			continue // removed between list and status
 		}

@@ -9,9 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"k8s.io/utils/clock"
 
+	"github.com/microlet/microlet/services/podsyncd/internal/criexec"
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
 	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
@@ -59,7 +60,7 @@ type verdict struct {
 // New returns a manager probing through the CRI client rt; onChange is
 // called (from a worker goroutine) when a verdict changes so that the pod is
 // synced and its status reported.
-func New(rt runtimeapi.RuntimeServiceClient, log *slog.Logger, onChange func(types.UID)) *Manager {
+func New(rt criexec.Execer, log *slog.Logger, onChange func(types.UID)) *Manager {
 	return NewWithRunner(func(ctx context.Context, p *corev1.Probe, t Target) (Result, string) {
 		return Run(ctx, rt, p, t)
 	}, clock.RealClock{}, log, onChange)

@@ -13,13 +13,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	remote "k8s.io/cri-client/pkg"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/criexec"
 )
@@ -55,7 +53,7 @@ type Target struct {
 
 // Run runs one probe once and returns its result with a message for the
 // event when it failed. The timeout is the probe's timeoutSeconds.
-func Run(ctx context.Context, rt runtimeapi.RuntimeServiceClient, p *corev1.Probe, t Target) (Result, string) {
+func Run(ctx context.Context, rt criexec.Execer, p *corev1.Probe, t Target) (Result, string) {
 	timeout := time.Duration(p.TimeoutSeconds) * time.Second
 	if timeout <= 0 {
 		timeout = time.Second
@@ -67,13 +65,13 @@ func Run(ctx context.Context, rt runtimeapi.RuntimeServiceClient, p *corev1.Prob
 	var err error
 	switch {
 	case p.Exec != nil:
-		var resp *runtimeapi.ExecSyncResponse
-		resp, err = criexec.ExecSync(ctx, rt, t.ContainerID, p.Exec.Command, timeout)
+		var res criexec.Result
+		res, err = criexec.ExecSync(ctx, rt, t.ContainerID, p.Exec.Command, timeout)
 		switch {
-		case status.Code(err) == codes.DeadlineExceeded:
+		case errors.Is(err, remote.ErrCommandTimedOut):
 			err = fmt.Errorf("command %q timed out", p.Exec.Command)
-		case err == nil && resp.ExitCode != 0:
-			err = fmt.Errorf("command %q exited with %d: %s", p.Exec.Command, resp.ExitCode, string(resp.Stdout)+string(resp.Stderr))
+		case err == nil && res.ExitCode != 0:
+			err = fmt.Errorf("command %q exited with %d: %s", p.Exec.Command, res.ExitCode, res.Output())
 		}
 	case p.HTTPGet != nil:
 		err = httpGet(netCtx, p.HTTPGet, t)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	criapi "k8s.io/cri-api/pkg/apis"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 )
@@ -40,7 +40,7 @@ type Manager struct {
 
 // New opens the records under root (the data dir: root/image_manager)
 // and turns the intents of images the runtime has into records.
-func New(ctx context.Context, root string, policy Policy, images runtimeapi.ImageServiceClient, log *slog.Logger) (*Manager, error) {
+func New(ctx context.Context, root string, policy Policy, images criapi.ImageManagerService, log *slog.Logger) (*Manager, error) {
 	s, err := openStore(root)
 	if err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func (m *Manager) Policy() Policy { return m.policy }
 // recoverIntents finishes pulls that were under way when podsyncd
 // stopped: an intent whose image the runtime now has (by tag or digest)
 // becomes a record with no credentials, so the next pod must verify.
-func (m *Manager) recoverIntents(ctx context.Context, images runtimeapi.ImageServiceClient) {
+func (m *Manager) recoverIntents(ctx context.Context, images criapi.ImageManagerService) {
 	intents, err := m.store.intents()
 	if err != nil {
 		m.log.Warn("image pull intents partly unreadable", "err", err)
@@ -67,12 +67,12 @@ func (m *Manager) recoverIntents(ctx context.Context, images runtimeapi.ImageSer
 	if len(intents) == 0 || images == nil {
 		return
 	}
-	list, err := images.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	list, err := images.ListImages(ctx, nil)
 	if err != nil {
 		m.log.Warn("image pull intents kept: listing images failed", "err", err)
 		return
 	}
-	for _, im := range list.Images {
+	for _, im := range list {
 		for _, name := range slices.Concat(im.RepoTags, im.RepoDigests) {
 			if !slices.Contains(intents, name) {
 				continue

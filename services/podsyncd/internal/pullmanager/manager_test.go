@@ -11,19 +11,19 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 // images is a narrow ListImages double for the intent recovery.
 type images struct {
-	runtimeapi.ImageServiceClient
+	criapi.ImageManagerService
 	list []*runtimeapi.Image
 }
 
-func (i images) ListImages(context.Context, *runtimeapi.ListImagesRequest, ...grpc.CallOption) (*runtimeapi.ListImagesResponse, error) {
-	return &runtimeapi.ListImagesResponse{Images: i.list}, nil
+func (i images) ListImages(context.Context, *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
+	return i.list, nil
 }
 
 func newManager(t *testing.T, dir, policy string, allow []string, list ...*runtimeapi.Image) *Manager {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/microlet/microlet/internal/service"
@@ -28,10 +29,10 @@ func (c *Config) checkCgroups() error {
 
 // runtimeCgroupDriver is the cgroup driver the runtime reports (the
 // kubelet's KubeletCgroupDriverFromCRI), or fallback when it reports none.
-func runtimeCgroupDriver(ctx context.Context, rt runtimeapi.RuntimeServiceClient, fallback string) (string, bool) {
+func runtimeCgroupDriver(ctx context.Context, rt criapi.RuntimeService, fallback string) (string, bool) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := rt.RuntimeConfig(cctx, &runtimeapi.RuntimeConfigRequest{})
+	resp, err := rt.RuntimeConfig(cctx)
 	if err != nil || resp.GetLinux() == nil {
 		return fallback, false
 	}
@@ -44,7 +45,7 @@ func runtimeCgroupDriver(ctx context.Context, rt runtimeapi.RuntimeServiceClient
 // podCgroups sets up the QoS hierarchy when cgroups_per_qos is on. A host
 // where it cannot be made (no cgroupfs, not root) runs pods without pod
 // cgroups, saying so.
-func (s *Server) podCgroups(ctx context.Context, env *service.Env, rt runtimeapi.RuntimeServiceClient, memCapacity int64) *podcgroups.Manager {
+func (s *Server) podCgroups(ctx context.Context, env *service.Env, rt criapi.RuntimeService, memCapacity int64) *podcgroups.Manager {
 	c := &s.cfg
 	if !c.CgroupsPerQOS {
 		return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
 	"strings"
 	"time"
@@ -18,12 +17,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	remote "k8s.io/cri-client/pkg"
+	criapi "k8s.io/cri-api/pkg/apis"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/criclient"
 	"github.com/microlet/microlet/internal/evictionapi"
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/kubeclient"
@@ -66,7 +64,7 @@ type Config struct {
 	HousekeepingPeriod time.Duration `yaml:"housekeeping_period" flag:"housekeeping-period" usage:"how often orphans are cleaned up"`
 	BackoffInitial     time.Duration `yaml:"crashloop_backoff_initial" flag:"crashloop-backoff-initial" usage:"first CrashLoopBackOff delay"`
 	BackoffMax         time.Duration `yaml:"crashloop_backoff_max" flag:"crashloop-backoff-max" usage:"largest CrashLoopBackOff delay"`
-	RuntimeTimeout     time.Duration `yaml:"runtime_request_timeout" flag:"runtime-request-timeout" usage:"timeout of one CRI call (image pulls excepted)"`
+	RuntimeTimeout     time.Duration `yaml:"runtime_request_timeout" flag:"runtime-request-timeout" usage:"request timeout of the CRI client (cri-client): bounds each CRI call; sandbox creation gets twice it, StopContainer and ExecSync their own timeout on top; image pulls are not bounded"`
 	SeccompProfileRoot string        `yaml:"seccomp_profile_root" flag:"seccomp-profile-root" usage:"directory of Localhost seccomp profiles (default <data_dir>/seccomp)"`
 	SeccompDefault     bool          `yaml:"seccomp_default" flag:"seccomp-default" usage:"give containers without a seccomp profile the runtime's default profile instead of none"`
 	ClusterDNS         []string      `yaml:"cluster_dns" flag:"cluster-dns" usage:"IP addresses of the cluster DNS servers for dnsPolicy ClusterFirst pods (the kubelet's clusterDNS); empty: such pods use the host's resolver"`
@@ -290,61 +288,39 @@ func (c *Config) logPolicy() (containerlogs.Policy, error) {
 	return p, p.Validate()
 }
 
-func dial(endpoint string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	return grpcclient.Dial(endpoint, opts...)
-}
+func dial(endpoint string) (*grpc.ClientConn, error) { return grpcclient.Dial(endpoint) }
 
 // Run implements service.Service.
 func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	c := &s.cfg
 	conns := map[string]*grpc.ClientConn{}
-	// The CRI connections count every call (kubelet_runtime_operations_*).
-	criOpts := []grpc.DialOption{grpc.WithChainUnaryInterceptor(s.metrics.RuntimeInterceptor())}
-	for _, name := range []string{components.PodConfig, components.Statusd, components.NodeStatusd, components.RuntimeShim} {
-		var opts []grpc.DialOption
-		if name == components.RuntimeShim {
-			opts = criOpts
-		}
-		cc, err := dial(c.Endpoint(name), opts...)
+	for _, name := range []string{components.PodConfig, components.Statusd, components.NodeStatusd} {
+		cc, err := dial(c.Endpoint(name))
 		if err != nil {
 			return fmt.Errorf("%s endpoint: %w", name, err)
 		}
 		defer cc.Close()
 		conns[name] = cc
 	}
-	imgConn := conns[components.RuntimeShim]
-	if ep := c.ImageServiceEndpoint(); ep != c.Endpoint(components.RuntimeShim) {
-		cc, err := dial(ep, criOpts...)
-		if err != nil {
-			return fmt.Errorf("image endpoint: %w", err)
-		}
-		defer cc.Close()
-		imgConn = cc
-	}
 	s.metrics.SetNodeName(c.NodeName)
 	s.metrics.SetCgroupVersion(cgroupVersion())
-	rt := runtimeapi.NewRuntimeServiceClient(conns[components.RuntimeShim])
-	img := runtimeapi.NewImageServiceClient(imgConn)
-
-	// The runtime must answer before anything can be synced.
-	var runtimeName string
-	delay := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 5 * time.Second}.DelayFunc()
-	for {
-		vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		v, err := rt.Version(vctx, &runtimeapi.VersionRequest{})
-		cancel()
-		if err == nil {
-			runtimeName = strings.ToLower(v.RuntimeName)
-			env.Log.Info("runtime connected", "runtime", v.RuntimeName, "version", v.RuntimeVersion, "endpoint", c.Endpoint(components.RuntimeShim))
-			break
-		}
-		env.Log.Warn("runtime not answering; retrying", "endpoint", c.Endpoint(components.RuntimeShim), "err", err)
-		select {
-		case <-ctx.Done():
+	// The runtime must answer before anything can be synced: until it does,
+	// Connect warns and retries (runtime-shim may be restarting). Its one
+	// pair of cri-client services, one connection per endpoint, serves the
+	// sync loop and the stats alike; RuntimeTimeout is their request
+	// timeout.
+	cri, err := criclient.Connect(ctx, c.Endpoint(components.RuntimeShim), c.ImageServiceEndpoint(), c.RuntimeTimeout, env.Log)
+	if err != nil {
+		if ctx.Err() != nil {
 			return nil
-		case <-time.After(delay()):
 		}
+		return err
 	}
+	defer cri.Close()
+	// Every CRI call counts (kubelet_runtime_operations_*), as through the
+	// kubelet's instrumented runtime service.
+	rt, img := s.metrics.InstrumentRuntime(cri.Runtime), s.metrics.InstrumentImages(cri.Images)
+	runtimeName := strings.ToLower(cri.Version.RuntimeName)
 	// ConfigMaps and Secrets for env (and volumes) are read with the node's
 	// identity; standalone nodes have none.
 	var (
@@ -410,7 +386,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		cgroupParent, podCgroup = cgroups.Parent, cgroups
 	}
 	startup := s.metrics.NewStartupTracker(nil)
-	rm := podruntime.NewManager(&timeoutRuntime{RuntimeServiceClient: rt, timeout: c.RuntimeTimeout}, img, podruntime.Options{
+	rm := podruntime.NewManager(rt, img, podruntime.Options{
 		LogRoot:        c.PodLogsDir,
 		RuntimeName:    runtimeName,
 		BackoffInitial: c.BackoffInitial,
@@ -438,11 +414,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	imageGC := imagegc.New(rt, img, c.imagePolicy(), imagegc.Options{Recorder: recorder, NodeName: c.NodeName, Log: env.Log,
 		AfterPass: pullRecords.PruneUnknownRecords, Metrics: s.metrics})
 	go imageGC.Run(ctx, c.ImageGCPeriod)
-	summary, closeStats, err := s.statsProvider(ctx, env, cgroups != nil)
-	if err != nil {
-		return err
-	}
-	defer closeStats()
+	summary := s.statsProvider(env, rt, img, cgroups != nil)
 	evCfg, _ := c.evictionConfig() // validated in Register
 	evDeps := eviction.Deps{
 		Summary:          func(ctx context.Context) (*statsv1alpha1.Summary, error) { return summary.Summary(ctx, false) },
@@ -495,30 +467,22 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 // statsProvider is the node's stats Summary the eviction manager judges:
 // nodefs is the data dir's filesystem, the pod log dirs are podsyncd's,
 // imagefs is the runtime's ImageFsInfo, and with pod cgroups the node's
-// memory is that of cgroup_root (the whole machine when it is "/").
-func (s *Server) statsProvider(ctx context.Context, env *service.Env, nodeCgroup bool) (*stats.Provider, func(), error) {
+// memory is that of cgroup_root (the whole machine when it is "/"). It
+// reads the CRI through the sync loop's services.
+func (s *Server) statsProvider(env *service.Env, rt criapi.RuntimeService, img criapi.ImageManagerService, nodeCgroup bool) *stats.Provider {
 	c := &s.cfg
-	rt, err := remote.NewRemoteRuntimeService(ctx, c.Endpoint(components.RuntimeShim), c.RuntimeTimeout, nil, false)
-	if err != nil {
-		return nil, nil, fmt.Errorf("runtime endpoint for stats: %w", err)
-	}
-	img, err := remote.NewRemoteImageService(ctx, c.ImageServiceEndpoint(), c.RuntimeTimeout, nil, false)
-	if err != nil {
-		_ = rt.Close(context.Background())
-		return nil, nil, fmt.Errorf("image endpoint for stats: %w", err)
-	}
 	opts := []stats.Option{stats.WithNodeName(c.NodeName), stats.WithRootDir(c.DataDir), stats.WithPodLogsDir(c.PodLogsDir),
 		stats.WithVolumeStatsPeriod(c.VolumeStatsAggPeriod), stats.WithLogger(env.Log)}
 	if nodeCgroup {
 		opts = append(opts, stats.WithNodeCgroup(c.CgroupRoot))
 	}
-	return stats.New(rt, img, opts...), func() { _ = rt.Close(context.Background()) }, nil
+	return stats.New(rt, img, opts...)
 }
 
 // dedicatedImageFs says whether the runtime's image filesystem is another
 // device than the data dir's (the kubelet's HasDedicatedImageFs).
-func dedicatedImageFs(ctx context.Context, img runtimeapi.ImageServiceClient, dataDir string) (bool, error) {
-	resp, err := img.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+func dedicatedImageFs(ctx context.Context, img criapi.ImageManagerService, dataDir string) (bool, error) {
+	resp, err := img.ImageFsInfo(ctx)
 	if err != nil {
 		return false, fmt.Errorf("image filesystem info: %w", err)
 	}
@@ -601,43 +565,4 @@ func (s *Server) ListPodWorkers(context.Context, *podsyncv1.ListPodWorkersReques
 		resp.Workers = append(resp.Workers, &podsyncv1.PodWorker{PodUid: string(w.UID), Namespace: w.Namespace, Name: w.Name, State: st, LastError: w.LastError})
 	}
 	return resp, nil
-}
-
-// timeoutRuntime bounds every unary CRI call so a hung runtime cannot stall a
-// pod worker forever.
-type timeoutRuntime struct {
-	runtimeapi.RuntimeServiceClient
-	timeout time.Duration
-}
-
-func (t *timeoutRuntime) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, t.timeout)
-}
-
-// StopContainer allows the grace period on top of the timeout.
-func (t *timeoutRuntime) StopContainer(ctx context.Context, in *runtimeapi.StopContainerRequest, opts ...grpc.CallOption) (*runtimeapi.StopContainerResponse, error) {
-	cctx, cancel := context.WithTimeout(ctx, t.timeout+time.Duration(in.Timeout)*time.Second)
-	defer cancel()
-	return t.RuntimeServiceClient.StopContainer(cctx, in, opts...)
-}
-
-// CreateContainer bounds container creation.
-func (t *timeoutRuntime) CreateContainer(ctx context.Context, in *runtimeapi.CreateContainerRequest, opts ...grpc.CallOption) (*runtimeapi.CreateContainerResponse, error) {
-	cctx, cancel := t.ctx(ctx)
-	defer cancel()
-	return t.RuntimeServiceClient.CreateContainer(cctx, in, opts...)
-}
-
-// StartContainer bounds container start.
-func (t *timeoutRuntime) StartContainer(ctx context.Context, in *runtimeapi.StartContainerRequest, opts ...grpc.CallOption) (*runtimeapi.StartContainerResponse, error) {
-	cctx, cancel := t.ctx(ctx)
-	defer cancel()
-	return t.RuntimeServiceClient.StartContainer(cctx, in, opts...)
-}
-
-// RunPodSandbox bounds sandbox creation.
-func (t *timeoutRuntime) RunPodSandbox(ctx context.Context, in *runtimeapi.RunPodSandboxRequest, opts ...grpc.CallOption) (*runtimeapi.RunPodSandboxResponse, error) {
-	cctx, cancel := t.ctx(ctx)
-	defer cancel()
-	return t.RuntimeServiceClient.RunPodSandbox(cctx, in, opts...)
 }

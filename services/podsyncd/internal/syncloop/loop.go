@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	criapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/internal/podsource"
@@ -77,7 +77,7 @@ type Loop struct {
 	opts    Options
 	log     *slog.Logger
 	rm      *podruntime.Manager
-	rt      runtimeapi.RuntimeServiceClient
+	rt      criapi.RuntimeService
 	podcfg  podconfigv1.PodConfigServiceClient
 	status  statusdv1.StatusServiceClient
 	nodes   nodestatusv1.NodeStatusServiceClient
@@ -111,7 +111,7 @@ type Loop struct {
 }
 
 // New builds a loop over the given clients.
-func New(log *slog.Logger, rm *podruntime.Manager, rt runtimeapi.RuntimeServiceClient, podcfg podconfigv1.PodConfigServiceClient,
+func New(log *slog.Logger, rm *podruntime.Manager, rt criapi.RuntimeService, podcfg podconfigv1.PodConfigServiceClient,
 	status statusdv1.StatusServiceClient, nodes nodestatusv1.NodeStatusServiceClient, opts Options) *Loop {
 	if opts.ResyncPeriod == 0 {
 		opts.ResyncPeriod = 10 * time.Second
@@ -648,21 +648,21 @@ func (l *Loop) cleanup(ctx context.Context) {
 	for _, p := range l.store.Pods() {
 		want[p.UID] = true
 	}
-	sbs, err := l.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	sbs, err := l.rt.ListPodSandbox(ctx, nil)
 	if err != nil {
 		return
 	}
-	cs, err := l.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	cs, err := l.rt.ListContainers(ctx, nil)
 	if err != nil {
 		return
 	}
 	present := map[types.UID]bool{}
-	for _, sb := range sbs.Items {
+	for _, sb := range sbs {
 		if uid := types.UID(sb.Labels[podruntime.LabelPodUID]); uid != "" {
 			present[uid] = true
 		}
 	}
-	for _, c := range cs.Containers {
+	for _, c := range cs {
 		if uid := types.UID(c.Labels[podruntime.LabelPodUID]); uid != "" {
 			present[uid] = true
 		}

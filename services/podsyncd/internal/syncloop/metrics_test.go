@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -71,20 +71,22 @@ func TestObserveStart(t *testing.T) {
 
 // emptyRuntime has no pods and cannot create any; other calls panic.
 type emptyRuntime struct {
-	runtimeapi.RuntimeServiceClient
-	runtimeapi.ImageServiceClient
+	criapi.RuntimeService
+	criapi.ImageManagerService
 }
 
-func (emptyRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest, ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error) {
-	return &runtimeapi.ListPodSandboxResponse{}, nil
+func (emptyRuntime) Close(context.Context) error { return nil }
+
+func (emptyRuntime) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	return nil, nil
 }
 
-func (emptyRuntime) ListContainers(context.Context, *runtimeapi.ListContainersRequest, ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error) {
-	return &runtimeapi.ListContainersResponse{}, nil
+func (emptyRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return nil, nil
 }
 
-func (emptyRuntime) RunPodSandbox(context.Context, *runtimeapi.RunPodSandboxRequest, ...grpc.CallOption) (*runtimeapi.RunPodSandboxResponse, error) {
-	return nil, errors.New("no sandboxes here")
+func (emptyRuntime) RunPodSandbox(context.Context, *runtimeapi.PodSandboxConfig, string) (string, error) {
+	return "", errors.New("no sandboxes here")
 }
 
 type refuse struct{}
