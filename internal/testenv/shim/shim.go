@@ -35,7 +35,8 @@ type Shim struct {
 	Images  criapi.ImageManagerService
 	// Busybox is a busybox image, already pulled.
 	Busybox string
-	// Dir is a short directory of the test's own (the socket lives there).
+	// Dir is the socket's directory (Start: a short directory of the
+	// test's own).
 	Dir string
 	// Socket is the CRI socket path.
 	Socket string
@@ -48,6 +49,16 @@ type Shim struct {
 // serves and pulls busybox from a local registry. Without Docker the test is
 // skipped, unless MICROLET_REQUIRE_CONTROLPLANE=1.
 func Start(t testing.TB, name string, args ...string) *Shim {
+	t.Helper()
+	dir := testenv.ShortDir(t, "shm")
+	return StartAt(t, filepath.Join(dir, "rt.sock"), name+"-"+rand.String(8), args...)
+}
+
+// StartAt is Start with the socket at socket (its directory is
+// runtime-shim's run dir) and the Docker instance label instance, both
+// chosen by the caller, so other processes can be pointed at them before
+// runtime-shim runs.
+func StartAt(t testing.TB, socket, instance string, args ...string) *Shim {
 	t.Helper()
 	dc, err := client.New(client.FromEnv)
 	if err == nil {
@@ -62,10 +73,9 @@ func Start(t testing.TB, name string, args ...string) *Shim {
 
 	reg := registry.Start(t)
 	t.Cleanup(func() { remove(dc, reg.DockerImageFilter(), true) })
-	s := &Shim{Instance: name + "-" + rand.String(8), Dir: testenv.ShortDir(t, "shm")}
+	s := &Shim{Instance: instance, Dir: filepath.Dir(socket), Socket: socket}
 	t.Cleanup(func() { remove(dc, LabelInstance+"="+s.Instance, false) })
 	bins := testenv.Build(t, nil, "github.com/microlet/microlet/services/runtime-shim", "github.com/microlet/microlet/services/runtime-shim/pause")
-	s.Socket = filepath.Join(s.Dir, "rt.sock")
 	full := append([]string{"--socket=" + s.Socket, "--run-dir=" + s.Dir, "--data-dir=" + filepath.Join(s.Dir, "data"),
 		"--docker-instance=" + s.Instance}, args...)
 	testenv.StartProcess(t, "runtime-shim", filepath.Join(bins, "runtime-shim"), full...)

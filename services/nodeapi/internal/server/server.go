@@ -17,13 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/kubernetes"
-	criapi "k8s.io/cri-api/pkg/apis"
-	remote "k8s.io/cri-client/pkg"
 
 	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/criclient"
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/kubeclient"
 	"github.com/microlet/microlet/internal/service"
@@ -211,15 +209,14 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	}
 	go certs.Run(ctx)
 
-	rt, err := connectRuntime(ctx, c.Endpoint(components.RuntimeShim), c.RuntimeRequestTimeout, env.Log)
+	// The CRI may not answer yet (runtime-shim restarting): Connect warns
+	// and retries until it does.
+	cri, err := criclient.Connect(ctx, c.Endpoint(components.RuntimeShim), c.ImageServiceEndpoint(), c.RuntimeRequestTimeout, env.Log)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = rt.Close(context.Background()) }()
-	img, err := remote.NewRemoteImageService(ctx, c.ImageServiceEndpoint(), c.RuntimeRequestTimeout, nil, false)
-	if err != nil {
-		return fmt.Errorf("image service %s: %w", c.ImageServiceEndpoint(), err)
-	}
+	defer cri.Close()
+	rt, img := cri.Runtime, cri.Images
 	statsProvider := stats.New(rt, img, stats.WithNodeName(c.NodeName), stats.WithRootDir(c.RootDir),
 		stats.WithPodsDir(c.PodsDir), stats.WithPodLogsDir(c.PodLogsDir), stats.WithLogger(env.Log))
 
@@ -341,25 +338,3 @@ func (s *Server) servingCert(ctx context.Context, client kubernetes.Interface, l
 	return src, nil
 }
 
-// connectRuntime connects to the CRI runtime, retrying with backoff while it
-// does not answer (it may be restarting).
-func connectRuntime(ctx context.Context, endpoint string, timeout time.Duration, log *slog.Logger) (criapi.RuntimeService, error) {
-	var rt criapi.RuntimeService
-	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 5 * time.Second}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		var err error
-		rt, err = remote.NewRemoteRuntimeService(cctx, endpoint, timeout, nil, false)
-		if err != nil {
-			log.Warn("runtime not answering; retrying", "endpoint", endpoint, "err", err)
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("runtime %s: %w", endpoint, err)
-	}
-	log.Info("runtime connected", "endpoint", endpoint)
-	return rt, nil
-}
