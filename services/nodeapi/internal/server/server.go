@@ -337,4 +337,3 @@ func (s *Server) servingCert(ctx context.Context, client kubernetes.Interface, l
 	s.mu.Unlock()
 	return src, nil
 }
-
