@@ -10,7 +10,7 @@ DATA_DIR ?= /tmp/microlet-data
 MANIFEST_DIR ?= $(CURDIR)/examples/manifests
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help build hello-image run footprint status get-pods get-node proto check-proto generate check-generate lint test test-deps ci clean
+.PHONY: help build hello-image run footprint status get-pods get-node proto check-proto generate check-generate lint test test-deps bench ci clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -69,6 +69,9 @@ test-deps: ## install what the tests need (Debian packages, cached builds)
 
 test: test-deps ## run the whole test suite with the race detector, against the real control plane and Docker
 	MICROLET_REQUIRE_CONTROLPLANE=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+
+bench: ## run every benchmark that finishes in bounded time, short -benchtime (BENCH_SET=unit|node, HEAVY=1 adds the long runs, DRY_RUN=1 lists them; hack/bench.sh)
+	hack/bench.sh
 
 ci: check-proto check-generate lint test ## what .ci/run runs
 
