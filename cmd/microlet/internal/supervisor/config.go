@@ -49,6 +49,11 @@ type Config struct {
 	// SeparateBinaries starts each service from its own binary even when
 	// microlet-services is found (FindMultiCall).
 	SeparateBinaries bool `yaml:"separate_binaries" flag:"separate-binaries" usage:"run each service from its own binary (<bin-dir>/<service>) even when microlet-services is there"`
+	// Binaries names the executable of single services, replacing the one
+	// found in bin_dir (or microlet-services) for that service alone, e.g.
+	//   binaries: {runtime-shim: /opt/shim-v2/runtime-shim}
+	// A relative path is taken from the working directory.
+	Binaries map[string]string `yaml:"binaries"`
 
 	StopTimeout         time.Duration `yaml:"stop_timeout" flag:"stop-timeout" usage:"how long each service may take to exit after SIGTERM before it is killed"`
 	RestartBackoff      time.Duration `yaml:"restart_backoff" flag:"restart-backoff" usage:"first delay before restarting a crashed service; doubles on each crash"`
@@ -157,16 +162,23 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("manifest_url %q: want an http:// or https:// URL", c.ManifestURL)
 		}
 	}
-	for key, m := range map[string]map[string][]string{"args": c.Args, "env": c.Env} {
-		names := make([]string, 0, len(m))
-		for n := range m {
-			names = append(names, n)
-		}
-		sort.Strings(names)
+	for key, names := range map[string][]string{"args": keys(c.Args), "env": keys(c.Env), "binaries": keys(c.Binaries)} {
 		for _, n := range names {
 			if _, err := components.Get(n); err != nil || n == components.Supervisor {
 				return fmt.Errorf("%s: unknown service %q (want one of %s)", key, n, strings.Join(serviceNames(), ", "))
 			}
+		}
+	}
+	for _, n := range keys(c.Binaries) {
+		p := c.Binaries[n]
+		if p == "" {
+			return fmt.Errorf("binaries: %s: empty path", n)
+		}
+		if c.External(n) {
+			return fmt.Errorf("binaries: %s: its endpoint is external (not started by microlet), so a binary for it would never run", n)
+		}
+		if !isExecutable(p) {
+			return fmt.Errorf("binaries: %s: %q is not an executable file", n, p)
 		}
 	}
 	for _, n := range serviceNames() {
@@ -287,4 +299,15 @@ func (c *Config) NodeCredentials() (nodecreds.Config, bool) {
 		CertDir:             c.CertDir,
 		WaitTimeout:         c.BootstrapTimeout,
 	}, c.BootstrapKubeconfig != ""
+}
+
+// keys returns m's keys, sorted, so validation reports the same one first
+// every time.
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -159,7 +159,13 @@ func New(cfg *Config, opts ...Option) (*Supervisor, error) {
 			ready:    make(chan struct{}),
 		}
 		if !c.external {
-			if multi != "" {
+			if p := cfg.Binaries[comp.Name]; p != "" {
+				abs, err := filepath.Abs(p)
+				if err != nil {
+					return nil, &UsageError{Err: fmt.Errorf("binaries: %s: %w", comp.Name, err)}
+				}
+				c.binary = abs
+			} else if multi != "" {
 				c.binary, c.argv0 = multi, comp.Name
 			} else {
 				bin, err := FindBinary(comp.Name, cfg.BinDir)

@@ -95,6 +95,13 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"manifest url", func(c *Config) { c.ManifestURL = "file:///x" }, "manifest_url"},
 		{"args key", func(c *Config) { c.Args = map[string][]string{"kubelet": nil} }, `args: unknown service "kubelet"`},
 		{"env key", func(c *Config) { c.Env = map[string][]string{"microlet": nil} }, `env: unknown service "microlet"`},
+		{"binaries key", func(c *Config) { c.Binaries = map[string]string{"kubelet": "/bin/true"} }, `binaries: unknown service "kubelet"`},
+		{"binaries empty path", func(c *Config) { c.Binaries = map[string]string{"podsyncd": ""} }, `binaries: podsyncd: empty path`},
+		{"binaries not executable", func(c *Config) { c.Binaries = map[string]string{"podsyncd": "/nonexistent/podsyncd"} }, `binaries: podsyncd: "/nonexistent/podsyncd" is not an executable file`},
+		{"binaries of an external service", func(c *Config) {
+			c.RuntimeEndpoint = "unix:///run/containerd/containerd.sock"
+			c.Binaries = map[string]string{"runtime-shim": "/bin/true"}
+		}, `binaries: runtime-shim: its endpoint is external`},
 		{"env entry", func(c *Config) { c.Env = map[string][]string{"podsyncd": {"GOGC"}} }, `env: podsyncd: "GOGC" is not NAME=value`},
 		{"long run dir", func(c *Config) { c.RunDir = "/" + strings.Repeat("x", 100) }, "longer than"},
 		{"shutdown timeout", func(c *Config) { c.ShutdownTimeout = -time.Second }, "shutdown_timeout"},
@@ -222,6 +229,25 @@ func TestMultiCallBinary(t *testing.T) {
 	cfg := newCfg()
 	cfg.SeparateBinaries = true
 	check(cfg, own, none)
+	// binaries replaces one service's executable and leaves the others on
+	// microlet-services.
+	replaced := filepath.Join(t.TempDir(), "my-runtime-shim")
+	if err := os.WriteFile(replaced, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg = newCfg()
+	cfg.Binaries = map[string]string{components.RuntimeShim: replaced}
+	check(cfg, func(n string) string {
+		if n == components.RuntimeShim {
+			return replaced
+		}
+		return multi
+	}, func(n string) string {
+		if n == components.RuntimeShim {
+			return ""
+		}
+		return n
+	})
 	// Not executable: not a multi-call binary.
 	if err := os.Chmod(multi, 0o644); err != nil {
 		t.Fatal(err)
