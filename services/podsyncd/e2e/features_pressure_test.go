@@ -77,10 +77,17 @@ func waitPressure(n *node.Node, typ corev1.NodeConditionType, key string, want c
 // evictedEvent waits for the Warning Evicted event of a pod and returns its message.
 func evictedEvent(n *node.Node, pod string) string {
 	n.T.Helper()
+	return warningEvent(n, pod, "Evicted")
+}
+
+// warningEvent waits for a Warning event with reason on a pod of the
+// default namespace and returns its message.
+func warningEvent(n *node.Node, pod, reason string) string {
+	n.T.Helper()
 	var msg string
-	n.Eventually("Evicted event for default/"+pod, 2*time.Minute, func() (bool, string) {
+	n.Eventually(reason+" event for default/"+pod, 2*time.Minute, func() (bool, string) {
 		evs, err := n.Admin.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
-			FieldSelector: fields.Set{"involvedObject.name": pod, "reason": "Evicted"}.String()})
+			FieldSelector: fields.Set{"involvedObject.name": pod, "reason": reason}.String()})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -277,8 +284,8 @@ func TestDiskPressureEviction(t *testing.T) {
 		t.Errorf("Evicted event message %q, status message %q", msg, got.Status.Message)
 	}
 	l := n.WaitPod("default", "late", "refused", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
-	if l.Status.Reason != "Evicted" || l.Status.Message != "The node had condition: [DiskPressure]. " {
-		t.Errorf("late pod: reason %q message %q, want Evicted / The node had condition: [DiskPressure]. ", l.Status.Reason, l.Status.Message)
+	if l.Status.Reason != "Evicted" || l.Status.Message != "Pod was rejected: The node had condition: [DiskPressure]. " {
+		t.Errorf("late pod: reason %q message %q, want Evicted / Pod was rejected: The node had condition: [DiskPressure]. ", l.Status.Reason, l.Status.Message)
 	}
 
 	// Node-level reclaim came first: podsyncd's log has the removed
@@ -384,7 +391,7 @@ func TestMemoryPressureEviction(t *testing.T) {
 		t.Errorf("Evicted event message %q, status message %q", msg, got.Status.Message)
 	}
 	lb := n.WaitPod("default", "late-besteffort", "refused", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
-	if lb.Status.Reason != "Evicted" || lb.Status.Message != "The node had condition: [MemoryPressure]. " {
+	if lb.Status.Reason != "Evicted" || lb.Status.Message != "Pod was rejected: The node had condition: [MemoryPressure]. " {
 		t.Errorf("late BestEffort pod: reason %q message %q", lb.Status.Reason, lb.Status.Message)
 	}
 	n.WaitPod("default", "late-burstable", "ready", ready)

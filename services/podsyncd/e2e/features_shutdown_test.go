@@ -149,8 +149,12 @@ func TestGracefulNodeShutdown(t *testing.T) {
 	// New pods are refused while the node shuts down.
 	late := s.Create(s.Pod("sd-late", corev1.RestartPolicyAlways, loop))
 	got := s.WaitPod("default", "sd-late", "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
-	if got.Status.Reason != "NodeShutdown" || got.Status.Message != "Pod was rejected as the node is shutting down." {
+	// The kubelet prefixes its handler's message, which already says so.
+	if got.Status.Reason != "NodeShutdown" || got.Status.Message != "Pod was rejected: Pod was rejected as the node is shutting down." {
 		t.Errorf("sd-late reason %q message %q, want NodeShutdown and the kubelet's message", got.Status.Reason, got.Status.Message)
+	}
+	if msg := warningEvent(s.Node, "sd-late", "NodeShutdown"); msg != "Pod was rejected as the node is shutting down." {
+		t.Errorf("sd-late NodeShutdown event message %q", msg)
 	}
 	if n := s.dockerRunning(string(late.UID)); n != 0 {
 		t.Errorf("refused pod has %d running containers", n)

@@ -157,8 +157,12 @@ func TestPodSync(t *testing.T) {
 		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}
 		created := s.Create(p)
 		got := s.WaitPod("default", "too-big", "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
-		if got.Status.Reason != "OutOfcpu" || !strings.HasPrefix(got.Status.Message, "Node didn't have enough resource: cpu, requested: 1000000") {
-			t.Fatalf("reason %q message %q, want OutOfcpu with upstream's message", got.Status.Reason, got.Status.Message)
+		if got.Status.Reason != "OutOfcpu" || !strings.HasPrefix(got.Status.Message, "Pod was rejected: Node didn't have enough resource: cpu, requested: 1000000") ||
+			got.Status.QOSClass != corev1.PodQOSBurstable {
+			t.Fatalf("reason %q message %q QoS %q, want OutOfcpu with upstream's message, Burstable", got.Status.Reason, got.Status.Message, got.Status.QOSClass)
+		}
+		if msg := warningEvent(s.Node, "too-big", "OutOfcpu"); msg != strings.TrimPrefix(got.Status.Message, "Pod was rejected: ") {
+			t.Fatalf("OutOfcpu event message %q, status message %q", msg, got.Status.Message)
 		}
 		if n := s.dockerRunning(string(created.UID)); n != 0 {
 			t.Fatalf("rejected pod has %d running containers", n)

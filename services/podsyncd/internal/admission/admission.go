@@ -2,6 +2,9 @@ package admission
 
 import (
 	"fmt"
+	"runtime"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -11,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/microlet/microlet/internal/podsource"
+	"github.com/microlet/microlet/services/podsyncd/internal/resources"
 )
 
 // Result is an admission decision.
@@ -20,12 +24,28 @@ type Result struct {
 	Message string
 }
 
-// Admit checks pod against node with the already admitted, still running pods.
+// The kubelet's reasons of the predicate handler's checks before the
+// general predicates.
+const (
+	ReasonOSSelectorMismatch = "PodOSSelectorNodeLabelDoesNotMatch"
+	ReasonOSNotSupported     = "PodOSNotSupported"
+)
+
+// Admit checks pod against node with the already admitted, still running
+// pods, in the order of the kubelet's predicate handler: the pod's OS
+// label and field, then the general predicates (resources, node affinity,
+// node name, host ports), then NoExecute taints; the first failure is
+// the answer.
 func Admit(pod *corev1.Pod, node *corev1.Node, running []*corev1.Pod) Result {
 	if node == nil {
 		return Result{Admit: true}
 	}
-	// Resources first, as upstream orders them.
+	if osLabelMismatch(pod) {
+		return Result{Reason: ReasonOSSelectorMismatch, Message: "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"}
+	}
+	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != runtime.GOOS {
+		return Result{Reason: ReasonOSNotSupported, Message: "Failed to admit pod as the OS field doesn't match node OS"}
+	}
 	if r, bad := resourcesFit(pod, node, running); bad {
 		return r
 	}
@@ -49,6 +69,15 @@ func Admit(pod *corev1.Pod, node *corev1.Node, running []*corev1.Pod) Result {
 	return Result{Admit: true}
 }
 
+// osLabelMismatch says whether the pod's kubernetes.io/os label (its
+// label, not its selector: the kubelet compares the label) names another
+// OS than this node's. The kubelet compares with the node's label
+// corrected to its own OS, which is always this OS.
+func osLabelMismatch(pod *corev1.Pod) bool {
+	want, ok := pod.Labels[corev1.LabelOSStable]
+	return ok && want != runtime.GOOS
+}
+
 func fail(name, desc string) Result {
 	return Result{Reason: name, Message: fmt.Sprintf("Predicate %s failed: %s", name, desc)}
 }
@@ -59,7 +88,8 @@ func requests(pod *corev1.Pod) corev1.ResourceList {
 
 func resourcesFit(pod *corev1.Pod, node *corev1.Node, running []*corev1.Pod) (Result, bool) {
 	alloc := node.Status.Allocatable
-	if maxPods, ok := alloc[corev1.ResourcePods]; ok && int64(len(running)+1) > maxPods.Value() {
+	maxPods := alloc[corev1.ResourcePods]
+	if int64(len(running)+1) > maxPods.Value() {
 		return insufficient(corev1.ResourcePods, 1, int64(len(running)), maxPods.Value()), true
 	}
 	want := requests(pod)
@@ -71,21 +101,44 @@ func resourcesFit(pod *corev1.Pod, node *corev1.Node, running []*corev1.Pod) (Re
 			used[name] = cur
 		}
 	}
-	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
+	// What the node does not have counts as none of it, as in the
+	// scheduler's Fits; extended resources the node does not know are
+	// left out (cluster-level resources), hugepages are not.
+	names := []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage}
+	var scalars []corev1.ResourceName
+	for name := range want {
+		if _, known := alloc[name]; isScalar(name) && (known || !isExtended(name)) {
+			scalars = append(scalars, name)
+		}
+	}
+	slices.Sort(scalars)
+	for _, name := range append(names, scalars...) {
 		req, ok := want[name]
-		if !ok || req.IsZero() {
+		if !ok || value(name, req) <= 0 {
 			continue
 		}
-		capQ, ok := alloc[name]
-		if !ok {
-			continue
-		}
-		u := used[name]
-		if value(name, req)+value(name, u) > value(name, capQ) {
-			return insufficient(name, value(name, req), value(name, u), value(name, capQ)), true
+		capacity, u := alloc[name], used[name]
+		if value(name, req) > value(name, capacity)-value(name, u) {
+			return insufficient(name, value(name, req), value(name, u), value(name, capacity)), true
 		}
 	}
 	return Result{}, false
+}
+
+// isExtended is the API's extended resource name: outside the
+// kubernetes.io domains, with a domain, not a quota "requests." key.
+func isExtended(name corev1.ResourceName) bool {
+	n := string(name)
+	return strings.Contains(n, "/") && !strings.Contains(n, corev1.ResourceDefaultNamespacePrefix) &&
+		!strings.HasPrefix(n, corev1.DefaultResourceRequestsPrefix)
+}
+
+// isScalar is the scheduler's scalar resource: extended, hugepages,
+// kubernetes.io-prefixed native or attachable-volume resources.
+func isScalar(name corev1.ResourceName) bool {
+	n := string(name)
+	return isExtended(name) || strings.HasPrefix(n, corev1.ResourceHugePagesPrefix) ||
+		strings.Contains(n, corev1.ResourceDefaultNamespacePrefix) || strings.HasPrefix(n, "attachable-volumes-")
 }
 
 // value is millicores for cpu, bytes otherwise, the units upstream reports.
@@ -98,7 +151,7 @@ func value(name corev1.ResourceName, q resource.Quantity) int64 {
 
 func insufficient(name corev1.ResourceName, requested, used, capacity int64) Result {
 	return Result{
-		Reason:  "OutOf" + string(name),
+		Reason:  InsufficientResourcePrefix + string(name),
 		Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", name, requested, used, capacity),
 	}
 }
@@ -145,4 +198,24 @@ func portsConflict(pod *corev1.Pod, running []*corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// InsufficientResourcePrefix starts the reason of a pod refused for a
+// resource the node has too little of (OutOfcpu, OutOfhugepages-2Mi, ...).
+const InsufficientResourcePrefix = "OutOf"
+
+// RejectedMessagePrefix starts the status message of a rejected pod; the
+// rest is the handler's message.
+const RejectedMessagePrefix = "Pod was rejected: "
+
+// RejectedStatus is the status the kubelet gives a pod it rejects: Failed
+// with the handler's reason and its message after RejectedMessagePrefix,
+// and the pod's QoS class.
+func RejectedStatus(pod *corev1.Pod, r Result) corev1.PodStatus {
+	return corev1.PodStatus{
+		QOSClass: resources.QOSClass(pod),
+		Phase:    corev1.PodFailed,
+		Reason:   r.Reason,
+		Message:  RejectedMessagePrefix + r.Message,
+	}
 }

@@ -15,9 +15,12 @@ func node() *corev1.Node {
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"disk": "ssd"}},
 		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoExecute}}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse("2"),
-			corev1.ResourceMemory: resource.MustParse("1Gi"),
-			corev1.ResourcePods:   resource.MustParse("3"),
+			corev1.ResourceCPU:              resource.MustParse("2"),
+			corev1.ResourceMemory:           resource.MustParse("1Gi"),
+			corev1.ResourcePods:             resource.MustParse("3"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("10Gi"),
+			"hugepages-2Mi":                 resource.MustParse("0"),
+			"example.com/gpu":               resource.MustParse("1"),
 		}},
 	}
 }
@@ -39,6 +42,15 @@ func pod(name, cpu string, mods ...func(*corev1.Pod)) *corev1.Pod {
 func hostPortMod(port int32) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
 		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: port}}
+	}
+}
+
+func request(name, q string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		if p.Spec.Containers[0].Resources.Requests == nil {
+			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{}
+		}
+		p.Spec.Containers[0].Resources.Requests[corev1.ResourceName(name)] = resource.MustParse(q)
 	}
 }
 
@@ -64,6 +76,21 @@ func TestAdmit(t *testing.T) {
 			p.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
 		})},
 		{name: "static pod ignores taints", pod: pod("a", "")},
+		{name: "ephemeral-storage over allocatable", pod: pod("a", "", request("ephemeral-storage", "11Gi")), wantReason: "OutOfephemeral-storage",
+			wantMsg: "Node didn't have enough resource: ephemeral-storage, requested: 11811160064, used: 0, capacity: 10737418240"},
+		{name: "ephemeral-storage used by others", pod: pod("a", "", request("ephemeral-storage", "6Gi")), running: []*corev1.Pod{pod("b", "", request("ephemeral-storage", "5Gi"))},
+			wantReason: "OutOfephemeral-storage", wantMsg: "Node didn't have enough resource: ephemeral-storage, requested: 6442450944, used: 5368709120, capacity: 10737418240"},
+		{name: "hugepages the node has none of", pod: pod("a", "", request("hugepages-2Mi", "2Mi")), wantReason: "OutOfhugepages-2Mi",
+			wantMsg: "Node didn't have enough resource: hugepages-2Mi, requested: 2097152, used: 0, capacity: 0"},
+		{name: "extended resource the node has", pod: pod("a", "", request("example.com/gpu", "1"))},
+		{name: "extended resource over what the node has", pod: pod("a", "", request("example.com/gpu", "2")), wantReason: "OutOfexample.com/gpu"},
+		{name: "extended resource the node does not know is left out", pod: pod("a", "", request("example.com/fpga", "5"))},
+		{name: "resources before the node selector", pod: pod("a", "3", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "hdd"} }), wantReason: "OutOfcpu"},
+		{name: "os label of another OS", pod: pod("a", "3", func(p *corev1.Pod) { p.Labels = map[string]string{corev1.LabelOSStable: "windows"} }),
+			wantReason: "PodOSSelectorNodeLabelDoesNotMatch", wantMsg: "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"},
+		{name: "os field of another OS", pod: pod("a", "", func(p *corev1.Pod) { p.Spec.OS = &corev1.PodOS{Name: corev1.Windows} }),
+			wantReason: "PodOSNotSupported", wantMsg: "Failed to admit pod as the OS field doesn't match node OS"},
+		{name: "os field linux", pod: pod("a", "", func(p *corev1.Pod) { p.Spec.OS = &corev1.PodOS{Name: corev1.Linux} })},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,5 +108,16 @@ func TestAdmit(t *testing.T) {
 				t.Fatalf("message = %q, want %q", r.Message, tc.wantMsg)
 			}
 		})
+	}
+}
+
+func TestRejectedStatus(t *testing.T) {
+	st := RejectedStatus(pod("a", "1"), Result{Reason: "NodeShutdown", Message: "Pod was rejected as the node is shutting down."})
+	// The kubelet's rejectPod prefixes every handler's message, its own
+	// included.
+	want := corev1.PodStatus{Phase: corev1.PodFailed, Reason: "NodeShutdown", QOSClass: corev1.PodQOSBurstable,
+		Message: "Pod was rejected: Pod was rejected as the node is shutting down."}
+	if st.Phase != want.Phase || st.Reason != want.Reason || st.Message != want.Message || st.QOSClass != want.QOSClass {
+		t.Fatalf("status %+v, want %+v", st, want)
 	}
 }

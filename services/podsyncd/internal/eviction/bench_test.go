@@ -52,10 +52,10 @@ func BenchmarkSynchronize(b *testing.B) {
 				b.Fatal(err)
 			}
 			evictions := 0
-			m := New(Config{Thresholds: th}, Deps{
+			m := New(Config{Thresholds: th, LocalStorageCapacityIsolation: true}, Deps{
 				Summary:    func(context.Context) (*statsapi.Summary, error) { return sum, nil },
 				ActivePods: func() []*corev1.Pod { return w.pods },
-				Evict:      func(*corev1.Pod, int64, string) { evictions++ },
+				Evict:      func(*corev1.Pod, int64, string, bool) { evictions++ },
 				Clock:      w.clock,
 				Log:        slog.New(slog.DiscardHandler),
 			})

@@ -49,6 +49,10 @@ type Config struct {
 	MaxPodGracePeriodSeconds int64
 	// MonitoringPeriod is the time between passes (DefaultMonitoringPeriod).
 	MonitoringPeriod time.Duration
+	// LocalStorageCapacityIsolation evicts pods over their local storage
+	// limits (emptyDir sizeLimit, ephemeral-storage limits) in every pass,
+	// before the thresholds are acted on; the kubelet's default is on.
+	LocalStorageCapacityIsolation bool
 }
 
 // Deps are what the manager measures and acts through.
@@ -69,8 +73,10 @@ type Deps struct {
 	// already being evicted.
 	ActivePods func() []*corev1.Pod
 	// Evict terminates pod with the grace period and makes its final
-	// status Failed/Evicted with message and a DisruptionTarget condition.
-	Evict func(pod *corev1.Pod, gracePeriod int64, message string)
+	// status Failed/Evicted with message and, when disruptionCondition is
+	// set (threshold evictions, not local storage ones), a DisruptionTarget
+	// condition.
+	Evict func(pod *corev1.Pod, gracePeriod int64, message string, disruptionCondition bool)
 	// PodCleanedUp says whether an evicted pod has stopped.
 	PodCleanedUp func(uid types.UID) bool
 	// Recorder takes the Evicted and EvictionThresholdMet events.
@@ -142,25 +148,31 @@ func (m *Manager) Pressure() Pressure {
 	return m.pressure
 }
 
+// enabled says whether a pass has anything to do: thresholds to judge or
+// local storage limits to enforce.
+func (m *Manager) enabled() bool {
+	return len(m.cfg.Thresholds) > 0 || m.cfg.LocalStorageCapacityIsolation
+}
+
 // Run synchronizes every MonitoringPeriod until ctx ends; after an
-// eviction it first waits (at most 30 s) for the pod to stop, as the
+// eviction it first waits (at most 30 s) for the pods to stop, as the
 // kubelet does, so one pressure episode does not evict a pod per period
 // while the first is still dying.
 func (m *Manager) Run(ctx context.Context) {
-	if len(m.cfg.Thresholds) == 0 {
-		m.deps.Log.Info("eviction manager off: no thresholds")
+	if !m.enabled() {
+		m.deps.Log.Info("eviction manager off: no thresholds and no local storage capacity isolation")
 		m.mu.Lock()
 		m.pressure.Synchronized = true
 		m.mu.Unlock()
 		return
 	}
 	for {
-		pod, err := m.Synchronize(ctx)
+		pods, err := m.Synchronize(ctx)
 		if err != nil && ctx.Err() == nil {
 			m.deps.Log.Warn("eviction manager: pass failed", "err", err)
 		}
-		if pod != nil {
-			m.waitForCleanup(ctx, pod)
+		if len(pods) > 0 {
+			m.waitForCleanup(ctx, pods)
 		} else {
 			select {
 			case <-ctx.Done():
@@ -173,35 +185,39 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
-func (m *Manager) waitForCleanup(ctx context.Context, pod *corev1.Pod) {
+func (m *Manager) waitForCleanup(ctx context.Context, pods []*corev1.Pod) {
 	if m.deps.PodCleanedUp == nil {
 		return
 	}
 	deadline := m.deps.Clock.Now().Add(podCleanupTimeout)
-	for !m.deps.PodCleanedUp(pod.UID) {
-		if !m.deps.Clock.Now().Before(deadline) {
-			m.deps.Log.Warn("eviction manager: timed out waiting for the evicted pod to stop", "pod", pod.Namespace+"/"+pod.Name)
-			return
+	for _, pod := range pods {
+		for !m.deps.PodCleanedUp(pod.UID) {
+			if !m.deps.Clock.Now().Before(deadline) {
+				m.deps.Log.Warn("eviction manager: timed out waiting for the evicted pod to stop", "pod", pod.Namespace+"/"+pod.Name)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.deps.Clock.After(podCleanupPoll):
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-m.deps.Clock.After(podCleanupPoll):
-		}
+		m.deps.Log.Info("eviction manager: evicted pod stopped", "pod", pod.Namespace+"/"+pod.Name)
 	}
-	m.deps.Log.Info("eviction manager: evicted pod stopped", "pod", pod.Namespace+"/"+pod.Name)
 }
 
 // key identifies a threshold across passes.
 func key(t evictionapi.Threshold) string { return t.String() }
 
 // Synchronize is one pass of the kubelet's synchronize: measure, judge the
-// thresholds (minimum reclaim, grace periods, transition period), and when
-// a threshold whose grace period has passed is met, reclaim node-level
-// resources first (dead containers, unused images, for disk signals) and
-// otherwise evict the first-ranked pod. It returns the evicted pod, if any.
-func (m *Manager) Synchronize(ctx context.Context) (*corev1.Pod, error) {
-	if len(m.cfg.Thresholds) == 0 {
+// thresholds (minimum reclaim, grace periods, transition period), evict
+// the pods over their local storage limits (and stop there if any was),
+// and when a threshold whose grace period has passed is met, reclaim
+// node-level resources first (dead containers, unused images, for disk
+// signals) and otherwise evict the first-ranked pod. It returns the
+// evicted pods.
+func (m *Manager) Synchronize(ctx context.Context) ([]*corev1.Pod, error) {
+	if !m.enabled() {
 		return nil, nil
 	}
 	if m.rankings == nil {
@@ -282,6 +298,11 @@ func (m *Manager) Synchronize(ctx context.Context) (*corev1.Pod, error) {
 	m.pressure = Pressure{Synchronized: true, Conditions: conds, Signals: signals}
 	m.mu.Unlock()
 
+	if m.cfg.LocalStorageCapacityIsolation {
+		if evicted := m.localStorageEviction(active, stats, m.deps.Log); len(evicted) > 0 {
+			return evicted, nil
+		}
+	}
 	if len(updated) == 0 {
 		return nil, nil
 	}
@@ -305,7 +326,7 @@ func (m *Manager) Synchronize(ctx context.Context) (*corev1.Pod, error) {
 		return nil, nil
 	}
 	for _, pod := range rank(active, stats, m.rankings[t.Signal]) {
-		grace := int64(0)
+		grace := int64(immediateGracePeriod)
 		if !t.Hard() {
 			grace = m.cfg.MaxPodGracePeriodSeconds
 			if tg := pod.Spec.TerminationGracePeriodSeconds; tg != nil {
@@ -313,9 +334,9 @@ func (m *Manager) Synchronize(ctx context.Context) (*corev1.Pod, error) {
 			}
 		}
 		msg, ann := message(res, pod, stats, updated, obs)
-		if m.evict(pod, grace, msg, ann, log) {
+		if m.evict(pod, grace, msg, ann, true, log) {
 			m.deps.Metrics.Evicted(string(t.Signal))
-			return pod, nil
+			return []*corev1.Pod{pod}, nil
 		}
 	}
 	log.Info("eviction manager: unable to evict any pods from the node")
@@ -375,7 +396,7 @@ func IsCritical(pod *corev1.Pod) bool {
 		(pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority)
 }
 
-func (m *Manager) evict(pod *corev1.Pod, grace int64, msg string, ann map[string]string, log *slog.Logger) bool {
+func (m *Manager) evict(pod *corev1.Pod, grace int64, msg string, ann map[string]string, condition bool, log *slog.Logger) bool {
 	if IsCritical(pod) {
 		log.Error("eviction manager: cannot evict a critical pod", "pod", pod.Namespace+"/"+pod.Name)
 		return false
@@ -383,7 +404,7 @@ func (m *Manager) evict(pod *corev1.Pod, grace int64, msg string, ann map[string
 	m.event(pod, ann, Reason, msg)
 	log.Info("eviction manager: evicting pod", "pod", pod.Namespace+"/"+pod.Name, "gracePeriod", grace, "message", msg)
 	if m.deps.Evict != nil {
-		m.deps.Evict(pod, grace, msg)
+		m.deps.Evict(pod, grace, msg, condition)
 	}
 	return true
 }

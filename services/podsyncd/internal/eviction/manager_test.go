@@ -49,6 +49,8 @@ func rl(kv ...string) corev1.ResourceList {
 type podUse struct {
 	memory, rootfs, logs string
 	procs                uint64
+	volumes              map[string]string // emptyDir name -> used
+	ephemeral            string            // the pod's ephemeral storage
 }
 
 // world is a fake node: the Summary is built from its fields.
@@ -81,20 +83,28 @@ func (w *world) summary(context.Context) (*statsapi.Summary, error) {
 			Memory: &statsapi.MemoryStats{WorkingSetBytes: p64(qv(u.memory))},
 			Rootfs: &statsapi.FsStats{UsedBytes: p64(qv(u.rootfs))},
 			Logs:   &statsapi.FsStats{UsedBytes: p64(qv(u.logs))}}
-		s.Pods = append(s.Pods, statsapi.PodStats{
+		ps := statsapi.PodStats{
 			PodRef:       statsapi.PodReference{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID)},
 			Containers:   []statsapi.ContainerStats{c},
 			Memory:       &statsapi.MemoryStats{WorkingSetBytes: p64(qv(u.memory))},
 			ProcessStats: &statsapi.ProcessStats{ProcessCount: p64(u.procs)},
-		})
+		}
+		for name, used := range u.volumes {
+			ps.VolumeStats = append(ps.VolumeStats, statsapi.VolumeStats{Name: name, FsStats: statsapi.FsStats{UsedBytes: p64(qv(used))}})
+		}
+		if u.ephemeral != "" {
+			ps.EphemeralStorage = &statsapi.FsStats{UsedBytes: p64(qv(u.ephemeral))}
+		}
+		s.Pods = append(s.Pods, ps)
 	}
 	return s, nil
 }
 
 type evicted struct {
-	pod   string
-	grace int64
-	msg   string
+	pod       string
+	grace     int64
+	msg       string
+	condition bool
 }
 
 func newWorld() *world {
@@ -110,8 +120,8 @@ func (w *world) manager(t *testing.T, cfg Config, got *[]evicted) *Manager {
 		Summary:          w.summary,
 		DedicatedImageFs: func(context.Context) (bool, error) { return false, nil },
 		ActivePods:       func() []*corev1.Pod { return w.pods },
-		Evict: func(pod *corev1.Pod, grace int64, msg string) {
-			*got = append(*got, evicted{pod.Name, grace, msg})
+		Evict: func(pod *corev1.Pod, grace int64, msg string, condition bool) {
+			*got = append(*got, evicted{pod.Name, grace, msg, condition})
 		},
 		Clock: w.clock,
 	})
@@ -149,7 +159,7 @@ func TestMemoryPressureEvictsBestEffortFirst(t *testing.T) {
 	var got []evicted
 	m := w.manager(t, Config{Thresholds: mustParse(t, evictionapi.Config{Hard: map[string]string{"memory.available": "2Gi"}}),
 		PressureTransitionPeriod: time.Minute}, &got)
-	pod, err := m.Synchronize(context.Background())
+	pods, err := m.Synchronize(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,13 +168,15 @@ func TestMemoryPressureEvictsBestEffortFirst(t *testing.T) {
 	}
 	// best-effort and burstable exceed their requests; equal priority;
 	// best-effort uses more above its request (400Mi vs 200Mi).
-	if pod == nil || pod.Name != "best-effort" || len(got) != 1 {
-		t.Fatalf("evicted %v, calls %+v", pod, got)
+	if len(pods) != 1 || pods[0].Name != "best-effort" || len(got) != 1 {
+		t.Fatalf("evicted %v, calls %+v", pods, got)
 	}
 	want := "The node was low on resource: memory. Threshold quantity: 2Gi, available: 1500Mi. " +
 		"Container best-effort was using 400Mi, request is 0, has larger consumption of memory. "
-	if got[0].msg != want || got[0].grace != 0 {
-		t.Fatalf("evicted %+v\nwant message %q grace 0", got[0], want)
+	// A hard threshold evicts with the kubelet's immediate grace period
+	// (1 s) and a DisruptionTarget condition.
+	if got[0].msg != want || got[0].grace != 1 || !got[0].condition {
+		t.Fatalf("evicted %+v\nwant message %q grace 1 with a condition", got[0], want)
 	}
 	if n := w.evictions(t, "memory.available"); n != 1 {
 		t.Fatalf("kubelet_evictions{eviction_signal=memory.available} = %v after one eviction, want 1", n)
@@ -324,11 +336,11 @@ func TestCriticalPodsNeverEvicted(t *testing.T) {
 	var got []evicted
 	m := w.manager(t, Config{Thresholds: mustParse(t, evictionapi.Config{Hard: evictionapi.DefaultEvictionHard}),
 		PressureTransitionPeriod: time.Minute}, &got)
-	pod, err := m.Synchronize(context.Background())
+	pods, err := m.Synchronize(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pod != nil || len(got) != 0 {
+	if len(pods) != 0 || len(got) != 0 {
 		t.Fatalf("evicted a critical pod: %+v", got)
 	}
 	if n := w.evictions(t, "memory.available"); n != 0 {

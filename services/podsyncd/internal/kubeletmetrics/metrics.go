@@ -29,9 +29,13 @@ const (
 	ImageGCAge   = "age"
 	ImageGCSpace = "space"
 
-	// SignalEmptyDirFsLimit is the eviction_signal of a pod evicted because
-	// an emptyDir outgrew its sizeLimit.
-	SignalEmptyDirFsLimit = "emptydirfs.limit"
+	// SignalEmptyDirFsLimit, SignalEphemeralPodFsLimit and
+	// SignalEphemeralContainerFsLimit are the eviction_signal of a pod
+	// evicted because an emptyDir outgrew its sizeLimit, the pod its
+	// ephemeral-storage limit, or a container its own.
+	SignalEmptyDirFsLimit           = "emptydirfs.limit"
+	SignalEphemeralPodFsLimit       = "ephemeralpodfs.limit"
+	SignalEphemeralContainerFsLimit = "ephemeralcontainerfs.limit"
 )
 
 // ContainerStates are the container_state values of

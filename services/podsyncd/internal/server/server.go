@@ -32,6 +32,7 @@ import (
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
+	"github.com/microlet/microlet/services/podsyncd/internal/admission"
 	"github.com/microlet/microlet/services/podsyncd/internal/allocation"
 	"github.com/microlet/microlet/services/podsyncd/internal/containergc"
 	"github.com/microlet/microlet/services/podsyncd/internal/containerlogs"
@@ -108,7 +109,10 @@ type Config struct {
 	EvictionMaxPodGracePeriod        int32             `yaml:"eviction_max_pod_grace_period" flag:"eviction-max-pod-grace-period" usage:"largest grace period (seconds) of a pod evicted for a soft threshold"`
 	EvictionPressureTransitionPeriod time.Duration     `yaml:"eviction_pressure_transition_period" flag:"eviction-pressure-transition-period" usage:"how long a pressure condition holds after its thresholds cleared"`
 	EvictionMonitoringPeriod         time.Duration     `yaml:"eviction_monitoring_period" flag:"eviction-monitoring-period" usage:"time between eviction passes (the kubelet's fixed 10s)"`
+	LocalStorageCapacityIsolation    bool              `yaml:"local_storage_capacity_isolation" flag:"local-storage-capacity-isolation" usage:"evict pods whose emptyDir exceeds its sizeLimit, whose container exceeds its ephemeral-storage limit or whose pod exceeds the sum of them (the kubelet's localStorageCapacityIsolation)"`
 	VolumeStatsAggPeriod             time.Duration     `yaml:"volume_stats_agg_period" flag:"volume-stats-agg-period" usage:"how long a volume's measured disk usage is reused before the directory is walked again"`
+
+	AllowedUnsafeSysctls []string `yaml:"allowed_unsafe_sysctls" flag:"allowed-unsafe-sysctls" usage:"unsafe sysctls (or prefixes ending in *) pods may set beyond the safe ones, e.g. kernel.msg*,net.core.somaxconn"`
 
 	KubeReserved   map[string]string `yaml:"kube_reserved" flag:"kube-reserved" usage:"resources reserved for node daemons (cpu=100m,memory=256Mi,pid=1000), kept out of kubepods; give nodestatusd the same"`
 	SystemReserved map[string]string `yaml:"system_reserved" flag:"system-reserved" usage:"resources reserved for the OS, kept out of kubepods; give nodestatusd the same"`
@@ -172,6 +176,7 @@ func New() *Server {
 
 		EvictionPressureTransitionPeriod: evictionapi.DefaultPressureTransitionPeriod,
 		EvictionMonitoringPeriod:         eviction.DefaultMonitoringPeriod,
+		LocalStorageCapacityIsolation:    true,
 		VolumeStatsAggPeriod:             stats.DefaultVolumeStatsPeriod,
 		LogindDropIn:                     nodeshutdown.DefaultDropIn,
 
@@ -225,6 +230,9 @@ func (s *Server) Register(env *service.Env) error {
 	if _, err := c.evictionConfig(); err != nil {
 		return err
 	}
+	if _, err := admission.NewSysctls(c.AllowedUnsafeSysctls, nil); err != nil {
+		return err
+	}
 	if err := c.shutdown().Validate(); err != nil {
 		return err
 	}
@@ -261,7 +269,8 @@ func (c *Config) evictionConfig() (eviction.Config, error) {
 		return eviction.Config{}, fmt.Errorf("volume_stats_agg_period must not be negative, got %s", c.VolumeStatsAggPeriod)
 	}
 	return eviction.Config{Thresholds: th, PressureTransitionPeriod: c.EvictionPressureTransitionPeriod,
-		MaxPodGracePeriodSeconds: int64(c.EvictionMaxPodGracePeriod), MonitoringPeriod: c.EvictionMonitoringPeriod}, nil
+		MaxPodGracePeriodSeconds: int64(c.EvictionMaxPodGracePeriod), MonitoringPeriod: c.EvictionMonitoringPeriod,
+		LocalStorageCapacityIsolation: c.LocalStorageCapacityIsolation}, nil
 }
 
 func (c *Config) imagePolicy() imagegc.Policy {
@@ -415,7 +424,8 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		AfterPass: pullRecords.PruneUnknownRecords, Metrics: s.metrics})
 	go imageGC.Run(ctx, c.ImageGCPeriod)
 	summary := s.statsProvider(env, rt, img, cgroups != nil)
-	evCfg, _ := c.evictionConfig() // validated in Register
+	evCfg, _ := c.evictionConfig()                                                        // validated in Register
+	sysctls, _ := admission.NewSysctls(c.AllowedUnsafeSysctls, admission.KernelVersion()) // validated in Register
 	evDeps := eviction.Deps{
 		Summary:          func(ctx context.Context) (*statsv1alpha1.Summary, error) { return summary.Summary(ctx, false) },
 		DedicatedImageFs: func(ctx context.Context) (bool, error) { return dedicatedImageFs(ctx, img, c.DataDir) },
@@ -435,7 +445,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	// manager: the loop's hooks are bound once both exist.
 	var loop *syncloop.Loop
 	evDeps.ActivePods = func() []*corev1.Pod { return loop.ActivePods() }
-	evDeps.Evict = func(pod *corev1.Pod, grace int64, msg string) { loop.Evict(pod, grace, msg) }
+	evDeps.Evict = func(pod *corev1.Pod, grace int64, msg string, cond bool) { loop.Evict(pod, grace, msg, cond) }
 	evDeps.PodCleanedUp = func(uid types.UID) bool { return loop.PodStopped(uid) }
 	evDeps.DeleteUnusedContainers = func(ctx context.Context) error { return loop.DeleteAllUnusedContainers(ctx) }
 	s.evictions = eviction.New(evCfg, evDeps)
@@ -453,7 +463,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		nodes,
 		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod,
 			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod, Allocation: alloc, Cgroups: syncloopCgroups(cgroups),
-			AdmitPressure: s.evictions.Admit, Shutdown: shutdown, Metrics: s.metrics, Startup: startup,
+			AdmitPressure: s.evictions.Admit, Sysctls: sysctls, Shutdown: shutdown, Metrics: s.metrics, Startup: startup,
 			Registerer: env.Registry})
 	s.loop = loop
 	env.Ready()

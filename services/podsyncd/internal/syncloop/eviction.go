@@ -10,6 +10,12 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
 )
 
+// eviction is how an evicted pod's status is to end.
+type eviction struct {
+	message   string
+	condition bool // a DisruptionTarget condition too
+}
+
 // ActivePods are the admitted pods that may still run: not finished and
 // not already being evicted (the kubelet's active pods, which the eviction
 // manager ranks), sorted by namespace and name so ranking ties are stable.
@@ -39,12 +45,12 @@ func (l *Loop) ActivePods() []*corev1.Pod {
 }
 
 // Evict kills pod with the grace period; from then on its status is
-// Failed with reason Evicted, the message, and a DisruptionTarget
-// condition (TerminationByKubelet), and its restart policy does not bring
-// it back.
-func (l *Loop) Evict(pod *corev1.Pod, gracePeriod int64, message string) {
+// Failed with reason Evicted and the message, with a DisruptionTarget
+// condition (TerminationByKubelet) when disruptionCondition is set, and
+// its restart policy does not bring it back.
+func (l *Loop) Evict(pod *corev1.Pod, gracePeriod int64, message string, disruptionCondition bool) {
 	l.mu.Lock()
-	l.evicted[pod.UID] = message
+	l.evicted[pod.UID] = eviction{message: message, condition: disruptionCondition}
 	l.mu.Unlock()
 	grace := gracePeriod
 	l.workers.Terminate(pod, &grace)

@@ -50,6 +50,9 @@ type Options struct {
 	// AdmitPressure is the eviction manager's admission under node
 	// pressure, asked before the other predicates; nil admits.
 	AdmitPressure func(pod *corev1.Pod) (ok bool, reason, message string)
+	// Sysctls refuses pods asking for sysctls that are not allowed (the
+	// kubelet's sysctl handler, asked after AdmitPressure); nil admits.
+	Sysctls *admission.Sysctls
 	// Shutdown refuses new pods while the node shuts down (the node
 	// shutdown manager's admit handler, asked after the others as the
 	// kubelet's is); nil admits.
@@ -93,9 +96,9 @@ type Loop struct {
 	admitted map[types.UID]*corev1.Pod
 	rejected map[types.UID]bool
 	last     map[types.UID]*corev1.PodStatus
-	// evicted holds the eviction message of pods podsyncd is evicting
-	// (an emptyDir over its sizeLimit); their status is Failed/Evicted.
-	evicted map[types.UID]string
+	// evicted holds the pods the eviction manager is evicting; their
+	// status is Failed/Evicted.
+	evicted map[types.UID]eviction
 	// cleaned holds pods whose SyncTerminatedPod finished (containers
 	// and, for removed pods, volumes gone): the eviction manager waits
 	// for that before its next pass.
@@ -131,7 +134,7 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt criapi.RuntimeService, pod
 	l := &Loop{
 		opts: opts, log: log, rm: rm, rt: rt, podcfg: podcfg, status: status, nodes: nodes,
 		admitted: map[types.UID]*corev1.Pod{}, rejected: map[types.UID]bool{}, last: map[types.UID]*corev1.PodStatus{},
-		evicted: map[types.UID]string{}, cleaned: map[types.UID]bool{}, shutdownKilled: map[types.UID]bool{},
+		evicted: map[types.UID]eviction{}, cleaned: map[types.UID]bool{}, shutdownKilled: map[types.UID]bool{},
 		removed:   map[types.UID]removedPod{},
 		gcMetrics: newGCMetrics(opts.Registerer),
 	}
@@ -293,9 +296,14 @@ func (l *Loop) admit(pod *corev1.Pod) bool {
 	for i, p := range running {
 		running[i] = l.allocated(p)
 	}
+	// The kubelet's admit handlers in its order: eviction, sysctls,
+	// predicates, node shutdown; the first refusal is the answer.
 	res := admission.Result{Admit: true}
 	if f := l.opts.AdmitPressure; f != nil {
 		res.Admit, res.Reason, res.Message = f(pod)
+	}
+	if res.Admit {
+		res = l.opts.Sysctls.Admit(pod)
 	}
 	if res.Admit {
 		res = admission.Admit(pod, node, running)
@@ -304,13 +312,7 @@ func (l *Loop) admit(pod *corev1.Pod) bool {
 		res.Admit, res.Reason, res.Message = sd.Admit()
 	}
 	if !res.Admit {
-		l.opts.Metrics.AdmissionRejected(res.Reason)
-		l.log.Info("pod rejected", "pod", pod.Namespace+"/"+pod.Name, "reason", res.Reason, "message", res.Message)
-		l.mu.Lock()
-		l.rejected[pod.UID] = true
-		l.mu.Unlock()
-		st := corev1.PodStatus{Phase: corev1.PodFailed, Reason: res.Reason, Message: res.Message}
-		l.report(ctx, pod, &st)
+		l.reject(ctx, pod, res)
 		return false
 	}
 	l.allocate(pod)
@@ -318,6 +320,22 @@ func (l *Loop) admit(pod *corev1.Pod) bool {
 	l.admitted[pod.UID] = pod
 	l.mu.Unlock()
 	return true
+}
+
+// reject is the kubelet's rejectPod: a Warning event with the handler's
+// reason and message, the pod Failed with that reason and the message
+// after "Pod was rejected: ", and the rejection counted by reason.
+func (l *Loop) reject(ctx context.Context, pod *corev1.Pod, res admission.Result) {
+	l.log.Info("pod rejected", "pod", pod.Namespace+"/"+pod.Name, "reason", res.Reason, "message", res.Message)
+	l.mu.Lock()
+	l.rejected[pod.UID] = true
+	l.mu.Unlock()
+	if rec := l.rm.Recorder(); rec != nil {
+		rec.Event(pod, corev1.EventTypeWarning, res.Reason, res.Message)
+	}
+	st := admission.RejectedStatus(pod, res)
+	l.report(ctx, pod, &st)
+	l.opts.Metrics.AdmissionRejected(res.Reason)
 }
 
 // getNode returns this node's Node from nodestatusd, cached for 10 s; nil
@@ -544,31 +562,6 @@ func (l *Loop) housekeeping(ctx context.Context) {
 		}
 		l.cleanup(ctx)
 		l.countPods()
-		l.enforceLocalStorage()
-	}
-}
-
-// enforceLocalStorage evicts running pods whose disk-backed emptyDir grew
-// past its sizeLimit, as the kubelet's eviction manager does with local
-// storage capacity isolation: the pod is killed at once (grace period 0)
-// and ends Failed with reason Evicted and the manager's message, plus a
-// DisruptionTarget condition. Its restart policy does not bring it back.
-func (l *Loop) enforceLocalStorage() {
-	vols := l.rm.Volumes()
-	if vols == nil {
-		return
-	}
-	for _, pod := range l.ActivePods() {
-		msg := vols.EmptyDirOverLimit(pod)
-		if msg == "" {
-			continue
-		}
-		l.log.Warn("evicting pod", "pod", pod.Namespace+"/"+pod.Name, "reason", evictedReason, "message", msg)
-		l.opts.Metrics.Evicted(kubeletmetrics.SignalEmptyDirFsLimit)
-		if rec := l.rm.Recorder(); rec != nil {
-			rec.Event(pod, corev1.EventTypeWarning, evictedReason, msg)
-		}
-		l.Evict(pod, 0, msg)
 	}
 }
 
@@ -578,13 +571,15 @@ const evictedReason = "Evicted"
 // applyEviction turns st into an evicted pod's status when podsyncd evicted it.
 func (l *Loop) applyEviction(uid types.UID, st *corev1.PodStatus, now time.Time) {
 	l.mu.Lock()
-	msg, ok := l.evicted[uid]
+	ev, ok := l.evicted[uid]
 	l.mu.Unlock()
 	if !ok {
 		return
 	}
-	st.Phase, st.Reason, st.Message = corev1.PodFailed, evictedReason, msg
-	setDisruptionTarget(st, msg, now)
+	st.Phase, st.Reason, st.Message = corev1.PodFailed, evictedReason, ev.message
+	if ev.condition {
+		setDisruptionTarget(st, ev.message, now)
+	}
 }
 
 // applyShutdown turns st into the status of a pod the node shutdown

@@ -3,7 +3,6 @@ package volumes
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -129,51 +128,4 @@ func (m *Manager) unmountEmptyDirs(uid types.UID) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// EmptyDirOverLimit checks pod's disk-backed emptyDir volumes that have a
-// sizeLimit and returns, for the first one whose usage exceeds it, the
-// message the kubelet's eviction manager gives when it evicts a pod for it
-// (local storage isolation); "" when every volume is within its limit.
-// Usage is counted as du does: allocated blocks of every file and directory.
-// Memory-backed volumes are left out: their tmpfs is sized to the limit.
-func (m *Manager) EmptyDirOverLimit(pod *corev1.Pod) string {
-	for i := range pod.Spec.Volumes {
-		v := &pod.Spec.Volumes[i]
-		if v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumDefault || v.EmptyDir.SizeLimit == nil {
-			continue
-		}
-		used, err := diskUsage(m.volDir(pod, emptyDirPlugin, v.Name))
-		if err != nil {
-			continue // not set up yet, or gone: nothing to measure
-		}
-		if limit := v.EmptyDir.SizeLimit; limit.Cmp(*resource.NewQuantity(used, resource.BinarySI)) < 0 {
-			return fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", v.Name, limit.String())
-		}
-	}
-	return ""
-}
-
-// diskUsage sums the allocated bytes below dir without following links.
-func diskUsage(dir string) (int64, error) {
-	var total int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && d != nil {
-				return nil // removed while we walked
-			}
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			total += st.Blocks * 512
-		} else {
-			total += info.Size()
-		}
-		return nil
-	})
-	return total, err
 }

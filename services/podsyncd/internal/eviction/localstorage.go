@@ -1,0 +1,137 @@
+package eviction
+
+import (
+	"fmt"
+	"log/slog"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
+)
+
+// immediateGracePeriod is the grace period of a pod evicted for a hard
+// threshold or a local storage limit (the kubelet's
+// immediateEvictionGracePeriodSeconds).
+const immediateGracePeriod = 1
+
+// The messages of local storage evictions.
+const (
+	emptyDirMessageFmt           = "Usage of EmptyDir volume %q exceeds the limit %q. "
+	podEphemeralMessageFmt       = "Pod ephemeral local storage usage exceeds the total limit of containers %s. "
+	containerEphemeralMessageFmt = "Container %s exceeded its local ephemeral storage limit %q. "
+)
+
+// localStorageEviction is the kubelet's local storage capacity isolation:
+// every active pod with stats is checked for, in order, an emptyDir over
+// its sizeLimit, ephemeral storage over the pod's limit (the sum of its
+// containers' limits), and a container whose writable layer and logs
+// exceed its own limit; the first found evicts the pod at once, without
+// a DisruptionTarget condition. It returns the pods evicted.
+func (m *Manager) localStorageEviction(pods []*corev1.Pod, stats statsFunc, log *slog.Logger) []*corev1.Pod {
+	var evicted []*corev1.Pod
+	for _, pod := range pods {
+		ps, ok := stats(pod)
+		if !ok {
+			continue
+		}
+		signal, msg := m.localStorageViolation(pod, ps)
+		if msg == "" {
+			continue
+		}
+		if m.evict(pod, immediateGracePeriod, msg, nil, false, log) {
+			m.deps.Metrics.Evicted(signal)
+			evicted = append(evicted, pod)
+		}
+	}
+	return evicted
+}
+
+// localStorageViolation returns the signal and message of pod's first
+// local storage violation, "" when there is none.
+func (m *Manager) localStorageViolation(pod *corev1.Pod, ps *statsapi.PodStats) (signal, message string) {
+	if msg := emptyDirViolation(pod, ps); msg != "" {
+		return kubeletmetrics.SignalEmptyDirFsLimit, msg
+	}
+	if msg := podEphemeralViolation(pod, ps); msg != "" {
+		return kubeletmetrics.SignalEphemeralPodFsLimit, msg
+	}
+	if msg := containerEphemeralViolation(pod, ps, m.dedicated); msg != "" {
+		return kubeletmetrics.SignalEphemeralContainerFsLimit, msg
+	}
+	return "", ""
+}
+
+// emptyDirViolation finds the first emptyDir volume (of either medium)
+// whose measured usage exceeds its positive sizeLimit.
+func emptyDirViolation(pod *corev1.Pod, ps *statsapi.PodStats) string {
+	used := make(map[string]int64, len(ps.VolumeStats))
+	for _, v := range ps.VolumeStats {
+		if v.UsedBytes != nil {
+			used[v.Name] = u64(v.UsedBytes)
+		}
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Sign() <= 0 {
+			continue
+		}
+		u, ok := used[v.Name]
+		if ok && resource.NewQuantity(u, resource.BinarySI).Cmp(*v.EmptyDir.SizeLimit) > 0 {
+			return fmt.Sprintf(emptyDirMessageFmt, v.Name, v.EmptyDir.SizeLimit.String())
+		}
+	}
+	return ""
+}
+
+// podEphemeralViolation compares the pod's ephemeral storage (writable
+// layers, logs, disk-backed emptyDirs, etc-hosts) with its ephemeral
+// storage limit, when it has one.
+func podEphemeralViolation(pod *corev1.Pod, ps *statsapi.PodStats) string {
+	limit, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[corev1.ResourceEphemeralStorage]
+	if !ok {
+		return ""
+	}
+	var used int64
+	if ps.EphemeralStorage != nil {
+		used = u64(ps.EphemeralStorage.UsedBytes)
+	}
+	if resource.NewQuantity(used, resource.BinarySI).Cmp(limit) > 0 {
+		return fmt.Sprintf(podEphemeralMessageFmt, limit.String())
+	}
+	return ""
+}
+
+// containerEphemeralViolation finds the first container (in the stats'
+// order) whose logs, and writable layer unless the image filesystem is
+// another device, exceed its non-zero ephemeral storage limit.
+func containerEphemeralViolation(pod *corev1.Pod, ps *statsapi.PodStats, dedicatedImageFs bool) string {
+	limits := map[string]resource.Quantity{}
+	for _, c := range pod.Spec.Containers {
+		if l, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]; ok && l.Value() != 0 {
+			limits[c.Name] = l
+		}
+	}
+	for _, cs := range ps.Containers {
+		limit, ok := limits[cs.Name]
+		if !ok {
+			continue
+		}
+		used := fsUsed(cs.Logs)
+		if !dedicatedImageFs {
+			used += fsUsed(cs.Rootfs)
+		}
+		if limit.Cmp(*resource.NewQuantity(used, resource.BinarySI)) < 0 {
+			return fmt.Sprintf(containerEphemeralMessageFmt, cs.Name, limit.String())
+		}
+	}
+	return ""
+}
+
+func fsUsed(f *statsapi.FsStats) int64 {
+	if f == nil {
+		return 0
+	}
+	return u64(f.UsedBytes)
+}
