@@ -13,7 +13,9 @@ import (
 )
 
 // benchWorld is a node with n pods of one container each, a mix of QoS
-// classes and usages, every one with stats in the Summary.
+// classes and usages, every one with stats in the Summary and an emptyDir
+// with a sizeLimit (the Burstable ones an ephemeral-storage limit too), all
+// within their local storage limits.
 func benchWorld(n int) *world {
 	w := newWorld()
 	for i := range n {
@@ -22,13 +24,14 @@ func benchWorld(n int) *world {
 		case 0:
 			p = podSpec(fmt.Sprintf("be-%03d", i), nil, nil)
 		case 1:
-			p = podSpec(fmt.Sprintf("bu-%03d", i), rl("memory", "64Mi", "ephemeral-storage", "100Mi"), rl("memory", "256Mi"))
+			p = podSpec(fmt.Sprintf("bu-%03d", i), rl("memory", "64Mi", "ephemeral-storage", "100Mi"), rl("memory", "256Mi", "ephemeral-storage", "1Gi"))
 		default:
 			p = podSpec(fmt.Sprintf("gu-%03d", i), rl("cpu", "100m", "memory", "128Mi"), rl("cpu", "100m", "memory", "128Mi"))
 		}
-		p.Spec.Volumes = []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		withEmptyDir(p, "", "512Mi")
 		w.pods = append(w.pods, p)
-		w.use[p.Name] = podUse{memory: fmt.Sprintf("%dMi", 10+i%97), rootfs: fmt.Sprintf("%dMi", i%50), logs: "1Mi", procs: uint64(1 + i%7)}
+		w.use[p.Name] = podUse{memory: fmt.Sprintf("%dMi", 10+i%97), rootfs: fmt.Sprintf("%dMi", i%50), logs: "1Mi", procs: uint64(1 + i%7),
+			volumes: map[string]string{"data": fmt.Sprintf("%dMi", i%100)}, ephemeral: fmt.Sprintf("%dMi", 1+i%50+i%100)}
 	}
 	return w
 }
@@ -36,8 +39,9 @@ func benchWorld(n int) *world {
 // BenchmarkSynchronize measures one eviction pass over 110 pods (the
 // kubelet's default maxPods) with their stats: "calm" finds no threshold
 // met; "memory" finds memory.available met, ranks the 110 pods and evicts
-// one. The Summary is built once outside the loop: the pass itself is
-// measured, not the stats collection.
+// one. Local storage isolation is on, as by default, so every pass also
+// checks the 110 pods' limits. The Summary is built once outside the loop:
+// the pass itself is measured, not the stats collection.
 func BenchmarkSynchronize(b *testing.B) {
 	for _, tc := range []struct {
 		name            string
@@ -72,6 +76,9 @@ func BenchmarkSynchronize(b *testing.B) {
 			}
 			if tc.name == "memory" && evictions == 0 {
 				b.Fatal("no eviction under memory pressure")
+			}
+			if tc.name == "calm" && evictions != 0 {
+				b.Fatalf("%d evictions of pods within their limits", evictions)
 			}
 		})
 	}

@@ -89,6 +89,9 @@ func emptyDirViolation(pod *corev1.Pod, ps *statsapi.PodStats) string {
 // layers, logs, disk-backed emptyDirs, etc-hosts) with its ephemeral
 // storage limit, when it has one.
 func podEphemeralViolation(pod *corev1.Pod, ps *statsapi.PodStats) string {
+	if !anyEphemeralLimit(pod) {
+		return "" // PodLimits would have none; it is the costly part of a pass
+	}
 	limit, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[corev1.ResourceEphemeralStorage]
 	if !ok {
 		return ""
@@ -101,6 +104,19 @@ func podEphemeralViolation(pod *corev1.Pod, ps *statsapi.PodStats) string {
 		return fmt.Sprintf(podEphemeralMessageFmt, limit.String())
 	}
 	return ""
+}
+
+// anyEphemeralLimit says whether a container or init container of pod
+// has an ephemeral-storage limit, without which the pod has none.
+func anyEphemeralLimit(pod *corev1.Pod) bool {
+	for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range cs {
+			if _, ok := cs[i].Resources.Limits[corev1.ResourceEphemeralStorage]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // containerEphemeralViolation finds the first container (in the stats'
