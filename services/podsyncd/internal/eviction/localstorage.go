@@ -67,19 +67,14 @@ func (m *Manager) localStorageViolation(pod *corev1.Pod, ps *statsapi.PodStats) 
 // emptyDirViolation finds the first emptyDir volume (of either medium)
 // whose measured usage exceeds its positive sizeLimit.
 func emptyDirViolation(pod *corev1.Pod, ps *statsapi.PodStats) string {
-	used := make(map[string]int64, len(ps.VolumeStats))
-	for _, v := range ps.VolumeStats {
-		if v.UsedBytes != nil {
-			used[v.Name] = u64(v.UsedBytes)
-		}
-	}
 	for _, v := range pod.Spec.Volumes {
 		if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Sign() <= 0 {
 			continue
 		}
-		u, ok := used[v.Name]
-		if ok && resource.NewQuantity(u, resource.BinarySI).Cmp(*v.EmptyDir.SizeLimit) > 0 {
-			return fmt.Sprintf(emptyDirMessageFmt, v.Name, v.EmptyDir.SizeLimit.String())
+		for _, vs := range ps.VolumeStats { // a few entries: no map per pod and pass
+			if vs.Name == v.Name && vs.UsedBytes != nil && v.EmptyDir.SizeLimit.CmpInt64(u64(vs.UsedBytes)) < 0 {
+				return fmt.Sprintf(emptyDirMessageFmt, v.Name, v.EmptyDir.SizeLimit.String())
+			}
 		}
 	}
 	return ""
@@ -100,7 +95,7 @@ func podEphemeralViolation(pod *corev1.Pod, ps *statsapi.PodStats) string {
 	if ps.EphemeralStorage != nil {
 		used = u64(ps.EphemeralStorage.UsedBytes)
 	}
-	if resource.NewQuantity(used, resource.BinarySI).Cmp(limit) > 0 {
+	if limit.CmpInt64(used) < 0 {
 		return fmt.Sprintf(podEphemeralMessageFmt, limit.String())
 	}
 	return ""
@@ -123,14 +118,8 @@ func anyEphemeralLimit(pod *corev1.Pod) bool {
 // order) whose logs, and writable layer unless the image filesystem is
 // another device, exceed its non-zero ephemeral storage limit.
 func containerEphemeralViolation(pod *corev1.Pod, ps *statsapi.PodStats, dedicatedImageFs bool) string {
-	limits := map[string]resource.Quantity{}
-	for _, c := range pod.Spec.Containers {
-		if l, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]; ok && l.Value() != 0 {
-			limits[c.Name] = l
-		}
-	}
 	for _, cs := range ps.Containers {
-		limit, ok := limits[cs.Name]
+		limit, ok := containerEphemeralLimit(pod, cs.Name)
 		if !ok {
 			continue
 		}
@@ -138,11 +127,23 @@ func containerEphemeralViolation(pod *corev1.Pod, ps *statsapi.PodStats, dedicat
 		if !dedicatedImageFs {
 			used += fsUsed(cs.Rootfs)
 		}
-		if limit.Cmp(*resource.NewQuantity(used, resource.BinarySI)) < 0 {
+		if limit.CmpInt64(used) < 0 {
 			return fmt.Sprintf(containerEphemeralMessageFmt, cs.Name, limit.String())
 		}
 	}
 	return ""
+}
+
+// containerEphemeralLimit is the non-zero ephemeral-storage limit of the
+// regular container name (init and ephemeral containers are not checked).
+func containerEphemeralLimit(pod *corev1.Pod, name string) (resource.Quantity, bool) {
+	for i := range pod.Spec.Containers {
+		if c := &pod.Spec.Containers[i]; c.Name == name {
+			l, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]
+			return l, ok && l.Value() != 0
+		}
+	}
+	return resource.Quantity{}, false
 }
 
 func fsUsed(f *statsapi.FsStats) int64 {
