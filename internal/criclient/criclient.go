@@ -2,6 +2,7 @@ package criclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -63,73 +64,95 @@ func Connect(ctx context.Context, runtimeEndpoint, imageEndpoint string, request
 	if imageEndpoint == "" {
 		imageEndpoint = runtimeEndpoint
 	}
-	rtConn, err := grpcclient.Dial(runtimeEndpoint)
-	if err != nil {
-		return nil, fmt.Errorf("runtime endpoint: %w", err)
-	}
-	defer rtConn.Close()
-	imgConn := rtConn
-	if imageEndpoint != runtimeEndpoint {
-		if imgConn, err = grpcclient.Dial(imageEndpoint); err != nil {
-			return nil, fmt.Errorf("image endpoint: %w", err)
-		}
-		defer imgConn.Close()
-	}
-	probeRuntime := runtimeapi.NewRuntimeServiceClient(rtConn)
-	probeImages := runtimeapi.NewImageServiceClient(imgConn)
-
-	svc := &Services{}
 	delay := Backoff.DelayFunc()
 	for {
-		endpoint, err := connectOnce(ctx, svc, o.attempt, runtimeEndpoint, imageEndpoint, requestTimeout, probeRuntime, probeImages)
+		svc, err := TryConnect(ctx, runtimeEndpoint, imageEndpoint, requestTimeout, o.attempt)
 		if err == nil {
 			log.Info("runtime connected", "runtime", svc.Version.RuntimeName, "version", svc.Version.RuntimeVersion,
 				"endpoint", runtimeEndpoint, "imageEndpoint", imageEndpoint)
 			return svc, nil
 		}
-		log.Warn("CRI endpoint not answering; retrying", "endpoint", endpoint, "err", err)
+		var ee *EndpointError
+		if !errors.As(err, &ee) || ee.Malformed {
+			return nil, err
+		}
+		log.Warn("CRI endpoint not answering; retrying", "endpoint", ee.Endpoint, "err", ee.Err)
 		select {
 		case <-ctx.Done():
-			if svc.Runtime != nil {
-				_ = svc.Runtime.Close(context.Background())
-			}
-			return nil, fmt.Errorf("waiting for the runtime at %s: %w", endpoint, ctx.Err())
+			return nil, fmt.Errorf("waiting for the runtime at %s: %w", ee.Endpoint, ctx.Err())
 		case <-time.After(delay()):
 		}
 	}
 }
 
-// connectOnce makes one attempt: it asks each endpoint over the probe
-// connections and makes the cri-client service of an endpoint that answered
-// (kept in svc across attempts). It returns the endpoint that failed.
-func connectOnce(ctx context.Context, svc *Services, attempt time.Duration, runtimeEndpoint, imageEndpoint string, requestTimeout time.Duration,
-	probeRuntime runtimeapi.RuntimeServiceClient, probeImages runtimeapi.ImageServiceClient) (string, error) {
+// EndpointError is why one endpoint could not be used.
+type EndpointError struct {
+	// Role is "runtime" or "image": which of the two endpoints failed.
+	Role string
+	// Endpoint is the CRI endpoint that failed.
+	Endpoint string
+	// Malformed is set when the endpoint cannot be parsed, which no retry
+	// fixes.
+	Malformed bool
+	// Err is the cause.
+	Err error
+}
+
+func (e *EndpointError) Error() string {
+	if e.Malformed {
+		return fmt.Sprintf("%s endpoint %s: %v", e.Role, e.Endpoint, e.Err)
+	}
+	return fmt.Sprintf("%s endpoint %s not answering: %v", e.Role, e.Endpoint, e.Err)
+}
+
+func (e *EndpointError) Unwrap() error { return e.Err }
+
+// TryConnect makes one attempt, bounded by attempt: it asks the runtime
+// (Version) and the image endpoint ("" is the runtime's; ImageFsInfo) over
+// short-lived connections of its own and, when both answered, makes
+// cri-client's two services (request timeout as in Connect). On failure it
+// returns an *EndpointError naming the endpoint and leaves no connection
+// open, so a caller with its own schedule (nodestatusd reads the runtime
+// only when a status is due) may call it again and again.
+func TryConnect(ctx context.Context, runtimeEndpoint, imageEndpoint string, requestTimeout, attempt time.Duration) (*Services, error) {
+	if imageEndpoint == "" {
+		imageEndpoint = runtimeEndpoint
+	}
+	rtConn, err := grpcclient.Dial(runtimeEndpoint)
+	if err != nil {
+		return nil, &EndpointError{Role: "runtime", Endpoint: runtimeEndpoint, Malformed: true, Err: err}
+	}
+	defer rtConn.Close()
+	imgConn := rtConn
+	if imageEndpoint != runtimeEndpoint {
+		if imgConn, err = grpcclient.Dial(imageEndpoint); err != nil {
+			return nil, &EndpointError{Role: "image", Endpoint: imageEndpoint, Malformed: true, Err: err}
+		}
+		defer imgConn.Close()
+	}
 	actx, cancel := context.WithTimeout(ctx, attempt)
 	defer cancel()
-	if svc.Runtime == nil {
-		if _, err := probeRuntime.Version(actx, &runtimeapi.VersionRequest{}); err != nil {
-			return runtimeEndpoint, err
-		}
-		// It answered a moment ago; this check fails only if it went away
-		// since, which leaves cri-client's connection behind, once.
-		rt, err := remote.NewRemoteRuntimeService(actx, runtimeEndpoint, requestTimeout, nil, false)
-		if err != nil {
-			return runtimeEndpoint, err
-		}
-		v, err := rt.Version(actx, "")
-		if err != nil {
-			_ = rt.Close(context.Background())
-			return runtimeEndpoint, err
-		}
-		svc.Runtime, svc.Version = rt, v
+	if _, err := runtimeapi.NewRuntimeServiceClient(rtConn).Version(actx, &runtimeapi.VersionRequest{}); err != nil {
+		return nil, &EndpointError{Role: "runtime", Endpoint: runtimeEndpoint, Err: err}
 	}
-	if _, err := probeImages.ImageFsInfo(actx, &runtimeapi.ImageFsInfoRequest{}); err != nil {
-		return imageEndpoint, err
+	if _, err := runtimeapi.NewImageServiceClient(imgConn).ImageFsInfo(actx, &runtimeapi.ImageFsInfoRequest{}); err != nil {
+		return nil, &EndpointError{Role: "image", Endpoint: imageEndpoint, Err: err}
+	}
+	// Both answered a moment ago; cri-client's own checks fail only if one
+	// went away since, which leaves cri-client's connection behind, once.
+	rt, err := remote.NewRemoteRuntimeService(actx, runtimeEndpoint, requestTimeout, nil, false)
+	if err != nil {
+		return nil, &EndpointError{Role: "runtime", Endpoint: runtimeEndpoint, Err: err}
+	}
+	v, err := rt.Version(actx, "")
+	if err != nil {
+		_ = rt.Close(context.Background())
+		return nil, &EndpointError{Role: "runtime", Endpoint: runtimeEndpoint, Err: err}
 	}
 	img, err := remote.NewRemoteImageService(actx, imageEndpoint, requestTimeout, nil, false)
 	if err != nil {
-		return imageEndpoint, err
+		_ = rt.Close(context.Background())
+		return nil, &EndpointError{Role: "image", Endpoint: imageEndpoint, Err: err}
 	}
-	svc.Images = img
-	return "", nil
+	return &Services{Runtime: rt, Images: img, Version: v}, nil
 }

@@ -3,6 +3,7 @@ package criclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -184,4 +185,71 @@ func TestConnectBadEndpoint(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "runtime endpoint") {
 		t.Fatalf("got %v, want an error naming the runtime endpoint", err)
 	}
+}
+
+// TryConnect against an endpoint that accepts connections but never speaks
+// gRPC fails each time naming it, and every connection it opened is closed
+// again: retrying it on a schedule leaks nothing (cri-client's constructors
+// alone would leave one reconnecting connection per attempt).
+func TestTryConnectLeavesNothingOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mute.sock")
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lis.Close() })
+	var (
+		open     = make(chan int, 64)
+		accepted int
+	)
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			open <- 1
+			go func() {
+				// Read until the client closes its end; answer nothing.
+				buf := make([]byte, 1024)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						_ = c.Close()
+						open <- -1
+						return
+					}
+				}
+			}()
+		}
+	}()
+	const attempts = 5
+	for range attempts {
+		_, err := TryConnect(context.Background(), "unix://"+path, "", time.Minute, 200*time.Millisecond)
+		var ee *EndpointError
+		if !errors.As(err, &ee) || ee.Role != "runtime" || ee.Endpoint != "unix://"+path || ee.Malformed {
+			t.Fatalf("TryConnect = %v, want a runtime EndpointError naming unix://%s", err, path)
+		}
+	}
+	// A gRPC client gives a handshake that gets no answer 20 s before it
+	// drops the connection itself, so a connection seen closed well before
+	// that was closed by TryConnect.
+	live := 0
+	testenv.Eventually(t, "every connection TryConnect opened closed", 10*time.Second, func() error {
+		for {
+			select {
+			case d := <-open:
+				live += d
+				if d > 0 {
+					accepted++
+				}
+				continue
+			default:
+			}
+			break
+		}
+		if accepted == 0 || live != 0 {
+			return fmt.Errorf("connections accepted %d, still open %d", accepted, live)
+		}
+		return nil
+	})
 }

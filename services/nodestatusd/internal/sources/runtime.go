@@ -11,7 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	remote "k8s.io/cri-client/pkg"
+
+	"github.com/microlet/microlet/internal/criclient"
 )
 
 // CallTimeout bounds each call to a source; a hung daemon must not hold up
@@ -83,25 +84,22 @@ func NewRuntime(endpoint, imageEndpoint string, maxAge time.Duration) *Runtime {
 func (r *Runtime) Endpoint() string { return r.endpoint }
 
 // connect makes the remote runtime and image services on first use and
-// again after a failure: cri-client checks the runtime answers Version
-// before it hands a service out.
+// again after a failure, through criclient.TryConnect: one attempt per
+// reading, bounded by CallTimeout, that leaves no connection behind when the
+// runtime does not answer (cri-client's constructors alone would leave one
+// per failed attempt).
 func (r *Runtime) connect(ctx context.Context) (internalapi.RuntimeService, internalapi.ImageManagerService, error) {
 	r.connMu.Lock()
 	defer r.connMu.Unlock()
 	if r.rt != nil {
 		return r.rt, r.img, nil
 	}
-	rt, err := remote.NewRemoteRuntimeService(ctx, r.endpoint, CallTimeout, nil, false)
+	svc, err := criclient.TryConnect(ctx, r.endpoint, r.imageEndpoint, CallTimeout, CallTimeout)
 	if err != nil {
 		return nil, nil, err
 	}
-	img, err := remote.NewRemoteImageService(ctx, r.imageEndpoint, CallTimeout, nil, false)
-	if err != nil {
-		_ = rt.Close(ctx)
-		return nil, nil, err
-	}
-	r.rt, r.img = rt, img
-	return rt, img, nil
+	r.rt, r.img = svc.Runtime, svc.Images
+	return r.rt, r.img, nil
 }
 
 // Close releases the connections.

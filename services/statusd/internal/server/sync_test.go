@@ -53,9 +53,14 @@ func TestStatusReachesAPIAndForeignConditionSurvives(t *testing.T) {
 		}
 		return nil
 	})
-	if got, _ := r.cache.Get(string(pod.UID)); got.SyncedVersion != got.Version {
-		t.Fatalf("synced %d of version %d", got.SyncedVersion, got.Version)
-	}
+	// The syncer records the version synced once the PATCH has returned,
+	// which can be just after the API shows it.
+	eventually(t, "the cache records the change as synced", func() error {
+		if got, _ := r.cache.Get(string(pod.UID)); got.SyncedVersion != got.Version {
+			return errorf("synced %d of version %d", got.SyncedVersion, got.Version)
+		}
+		return nil
+	})
 	// Readiness through the dedicated call, then the API reflects it.
 	if _, err := r.cache.SetContainerReadiness(string(pod.UID), "docker://c-1", false); err != nil {
 		t.Fatal(err)
