@@ -33,13 +33,18 @@ func TestDeclaredFeaturesAtAPIServer(t *testing.T) {
 		t.Fatalf("computed features %q lack the init container resize", want)
 	}
 	startRig(t, rigOpts{kubeconfig: cp.NodeKubeconfig(name), node: name, noCloud: true})
-	eventually(t, "declaredFeatures at the API server", func() error {
+	eventually(t, "declaredFeatures and allocatable at the API server", func() error {
 		n, err := getNode(ctx, admin, name)
 		if err != nil {
 			return err
 		}
 		if !slices.Equal(n.Status.DeclaredFeatures, want) {
 			return fmt.Errorf("status.declaredFeatures %q, want %q", n.Status.DeclaredFeatures, want)
+		}
+		// The API server also checks the resize against the Node's
+		// allocatable, which the first status update fills in.
+		if n.Status.Allocatable.Cpu().IsZero() {
+			return fmt.Errorf("no allocatable cpu yet")
 		}
 		return nil
 	})
