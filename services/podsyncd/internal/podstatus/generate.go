@@ -165,6 +165,13 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 				if in.Probes != nil {
 					started, ready = in.Probes.Started(c, latest.ID), in.Probes.Ready(c, latest.ID)
 				}
+				// A regular (non-sidecar) init container is ready only once
+				// it has exited 0, never while it runs: the kubelet's prober
+				// manager sets Ready for them from the terminated state alone,
+				// and Initialized lists a running one as incomplete.
+				if init && !restartableInit(c) {
+					ready = false
+				}
 				cs.Started = &started
 				cs.Ready = ready
 			case podruntime.StateExited:
@@ -180,7 +187,7 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 					cs.State.Terminated = term
 					// A finished (non-sidecar) init container is ready,
 					// as the kubelet's prober manager reports it.
-					if init && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) && term.ExitCode == 0 {
+					if init && !restartableInit(c) && term.ExitCode == 0 {
 						cs.Ready = true
 					}
 				}
@@ -262,7 +269,7 @@ func Phase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus) cor
 	pendingInit := false
 	for i, s := range initStatuses {
 		spec := &pod.Spec.InitContainers[i]
-		if spec.RestartPolicy != nil && *spec.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+		if restartableInit(spec) {
 			if s.State.Running == nil {
 				pendingInit = true
 			}
@@ -398,7 +405,7 @@ func initialized(pod *corev1.Pod, st *corev1.PodStatus) (ok bool, reason, messag
 		switch {
 		case !found:
 			unknown = append(unknown, c.Name)
-		case c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways:
+		case restartableInit(c):
 			if cs.Started == nil || !*cs.Started {
 				incomplete = append(incomplete, c.Name)
 			}
@@ -425,4 +432,10 @@ func initialized(pod *corev1.Pod, st *corev1.PodStatus) (ok bool, reason, messag
 		return false, "ContainersNotInitialized", strings.Join(msgs, ", ")
 	}
 	return true, "", ""
+}
+
+// restartableInit reports whether the init container c is a sidecar
+// (restartPolicy Always).
+func restartableInit(c *corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }

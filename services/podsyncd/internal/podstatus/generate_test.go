@@ -194,6 +194,17 @@ func TestInitializedCondition(t *testing.T) {
 	if c.Status != corev1.ConditionFalse || c.Reason != "ContainersNotInitialized" || c.Message != "containers with incomplete status: [init1 init2]" {
 		t.Errorf("nothing run: %+v", c)
 	}
+	// init1 running again after failing (restartPolicy Always, the
+	// conformance spec's moment between a restart and the next exit): a
+	// running regular init container is not ready and not complete.
+	st0 := gen(withInit(corev1.RestartPolicyAlways), podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{
+		cs("init1", podruntime.StateRunning, 0, 3)}}, nil, false)
+	if ic := st0.InitContainerStatuses[0]; ic.State.Running == nil || ic.Ready || ic.Started == nil || !*ic.Started {
+		t.Errorf("running init1: ready=%v started=%v state=%+v, want running, started, not ready", ic.Ready, ic.Started, ic.State)
+	}
+	if c := cond(st0); c.Status != corev1.ConditionFalse || c.Message != "containers with incomplete status: [init1 init2]" {
+		t.Errorf("init1 running: %+v", c)
+	}
 	// init2 failed under Never: the pod fails, the condition still names it.
 	st := gen(withInit(corev1.RestartPolicyNever), podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{
 		cs("init1", podruntime.StateExited, 0, 0), cs("init2", podruntime.StateExited, 1, 0)}}, nil, false)
