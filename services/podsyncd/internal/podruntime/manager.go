@@ -315,7 +315,9 @@ func restartAllowed(pod *corev1.Pod, c *corev1.Container, exitCode int32) bool {
 	}
 }
 
-func isSidecar(c *corev1.Container) bool {
+// IsSidecar reports whether the init container c is a sidecar
+// (restartPolicy Always): it keeps running beside the app containers.
+func IsSidecar(c *corev1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }
 
@@ -382,7 +384,7 @@ func (m *Manager) ComputePodActions(pod *corev1.Pod, st *PodStatus) Actions {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := st.Latest(c.Name)
-		if isSidecar(c) {
+		if IsSidecar(c) {
 			start := cs == nil || cs.State == StateExited || cs.State == StateCreated
 			if cs != nil && cs.State == StateRunning {
 				if cs.Hash != HashContainer(c) {
@@ -611,7 +613,7 @@ func (m *Manager) initTimes(pod *corev1.Pod, st *PodStatus) {
 	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if isSidecar(c) {
+		if IsSidecar(c) {
 			continue
 		}
 		if cs := st.Latest(c.Name); cs != nil && cs.State == StateExited && !cs.FinishedAt.IsZero() {
@@ -724,7 +726,7 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 		return
 	}
 	m.setReason(pod.UID, c.Name, nil)
-	if kind == kindInit && !isSidecar(c) {
+	if kind == kindInit && !IsSidecar(c) {
 		m.opts.Startup.InitContainerStarted(pod.UID, m.opts.Clock.Now())
 	}
 	m.containerEvent(pod, c, createdID, corev1.EventTypeNormal, events.Started, "Container started")
@@ -869,7 +871,7 @@ func (m *Manager) KillPod(ctx context.Context, pod *corev1.Pod, st *PodStatus, g
 	order := map[string]int{}
 	if pod != nil {
 		for i := range pod.Spec.InitContainers {
-			if isSidecar(&pod.Spec.InitContainers[i]) {
+			if IsSidecar(&pod.Spec.InitContainers[i]) {
 				order[pod.Spec.InitContainers[i].Name] = i
 			}
 		}

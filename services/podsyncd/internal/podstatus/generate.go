@@ -169,7 +169,7 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 				// it has exited 0, never while it runs: the kubelet's prober
 				// manager sets Ready for them from the terminated state alone,
 				// and Initialized lists a running one as incomplete.
-				if init && !restartableInit(c) {
+				if init && !podruntime.IsSidecar(c) {
 					ready = false
 				}
 				cs.Started = &started
@@ -187,7 +187,7 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 					cs.State.Terminated = term
 					// A finished (non-sidecar) init container is ready,
 					// as the kubelet's prober manager reports it.
-					if init && !restartableInit(c) && term.ExitCode == 0 {
+					if init && !podruntime.IsSidecar(c) && term.ExitCode == 0 {
 						cs.Ready = true
 					}
 				}
@@ -269,7 +269,7 @@ func Phase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus) cor
 	pendingInit := false
 	for i, s := range initStatuses {
 		spec := &pod.Spec.InitContainers[i]
-		if restartableInit(spec) {
+		if podruntime.IsSidecar(spec) {
 			if s.State.Running == nil {
 				pendingInit = true
 			}
@@ -405,7 +405,7 @@ func initialized(pod *corev1.Pod, st *corev1.PodStatus) (ok bool, reason, messag
 		switch {
 		case !found:
 			unknown = append(unknown, c.Name)
-		case restartableInit(c):
+		case podruntime.IsSidecar(c):
 			if cs.Started == nil || !*cs.Started {
 				incomplete = append(incomplete, c.Name)
 			}
@@ -432,10 +432,4 @@ func initialized(pod *corev1.Pod, st *corev1.PodStatus) (ok bool, reason, messag
 		return false, "ContainersNotInitialized", strings.Join(msgs, ", ")
 	}
 	return true, "", ""
-}
-
-// restartableInit reports whether the init container c is a sidecar
-// (restartPolicy Always).
-func restartableInit(c *corev1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }

@@ -134,7 +134,7 @@ func (m *Manager) Sync(pod *corev1.Pod, st *podruntime.PodStatus) {
 	// probed, as upstream's prober manager does; other init containers are not.
 	var specs []*corev1.Container
 	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+		if c := &pod.Spec.InitContainers[i]; podruntime.IsSidecar(c) {
 			specs = append(specs, c)
 		}
 	}
