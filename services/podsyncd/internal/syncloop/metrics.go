@@ -44,21 +44,8 @@ func (l *Loop) observeStart(pod *corev1.Pod, prev, pre, post *corev1.PodStatus) 
 // kubelet_active_pods (admitted and not finished), static and API apart,
 // and forgets old removals; housekeeping calls it.
 func (l *Loop) countPods() {
-	var desiredAPI, desiredStatic, activeAPI, activeStatic int
-	for _, p := range l.store.Pods() {
-		if podsource.IsStatic(p) {
-			desiredStatic++
-		} else {
-			desiredAPI++
-		}
-	}
-	for _, p := range l.activePods() {
-		if podsource.IsStatic(p) {
-			activeStatic++
-		} else {
-			activeAPI++
-		}
-	}
+	desiredAPI, desiredStatic := countBySource(l.store.Pods())
+	activeAPI, activeStatic := countBySource(l.activePods())
 	l.opts.Metrics.SetPodCounts(desiredAPI, desiredStatic, activeAPI, activeStatic)
 	now := l.opts.Clock.Now()
 	l.mu.Lock()
@@ -68,6 +55,18 @@ func (l *Loop) countPods() {
 		}
 	}
 	l.mu.Unlock()
+}
+
+// countBySource counts pods from the API server and static pods apart.
+func countBySource(pods []*corev1.Pod) (api, static int) {
+	for _, p := range pods {
+		if podsource.IsStatic(p) {
+			static++
+		} else {
+			api++
+		}
+	}
+	return api, static
 }
 
 // observedOnWatch hands an API pod a source delivered to the pod start
