@@ -36,6 +36,7 @@ const (
 	SandboxChanged         = "SandboxChanged"
 	FailedCreatePodSandBox = "FailedCreatePodSandBox"
 	Unhealthy              = "Unhealthy"
+	ProbeWarning           = "ProbeWarning"
 	FailedPostStartHook    = "FailedPostStartHook"
 	FailedPreStopHook      = "FailedPreStopHook"
 	DNSConfigForming       = "DNSConfigForming"

@@ -368,6 +368,15 @@ func (w *worker) probeOnce(ctx context.Context, start time.Time, initial time.Du
 	if ctx.Err() != nil {
 		return true
 	}
+	if res == Warning {
+		// A success the kubelet reports as a Warning event of its own.
+		if rec := w.m.recorder(); rec != nil {
+			rec.Eventf(events.ContainerRef(tg.Pod, tg.Container), corev1.EventTypeWarning, events.ProbeWarning, "%s probe warning: %s", w.key.kind, msg)
+		} else if w.m.log != nil {
+			w.m.log.Info("probe warning", "kind", string(w.key.kind), "pod", tg.Pod.Namespace+"/"+tg.Pod.Name, "container", tg.Container.Name, "output", msg)
+		}
+		res, msg = Success, ""
+	}
 	w.m.probeMetrics().Probed(w.metricTarget(tg), resultLabel(res), w.m.clock.Since(began))
 	if res == *last {
 		*run++

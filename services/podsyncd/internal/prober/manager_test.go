@@ -229,3 +229,34 @@ func TestProbeMetrics(t *testing.T) {
 	m.Remove(pod.UID)
 	eventually(t, "series dropped with the pod", func() bool { return gather()["prober_probe_total"] == nil })
 }
+
+// A warning (an HTTP probe redirected to another host) is a success that
+// the kubelet reports with a ProbeWarning event, never an Unhealthy one.
+func TestProbeWarningIsSuccessWithEvent(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := &script{results: map[Kind][]Result{Liveness: {Warning, Warning}}, calls: make(chan Kind, 10)}
+	m := NewWithRunner(s.run, clk, nil, nil)
+	defer m.Stop()
+	rec := record.NewFakeRecorder(10)
+	m.SetRecorder(rec)
+	c := corev1.Container{Name: "app", LivenessProbe: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1}}
+	pod, st := podWith(c)
+	spec := &pod.Spec.Containers[0]
+	m.Sync(pod, st)
+	for i := 0; i < 2; i++ {
+		if k := waitCall(t, s); k != Liveness {
+			t.Fatalf("probe %s, want Liveness", k)
+		}
+		if ev := <-rec.Events; ev != "Warning ProbeWarning Liveness probe warning: scripted" {
+			t.Fatalf("event %d = %q", i, ev)
+		}
+		if _, _, failed := m.LivenessFailed(spec, "c1"); failed {
+			t.Fatal("a probe warning failed the container")
+		}
+		eventually(t, "worker waiting on its ticker", func() bool { return clk.HasWaiters() })
+		clk.Step(time.Second)
+	}
+	if v, ok := m.verdict("c1", Liveness); !ok || v.result != Success {
+		t.Fatalf("verdict %+v %v, want success", v, ok)
+	}
+}

@@ -26,10 +26,14 @@ import (
 type Result int
 
 // Results of a probe; Unknown is a worker's state before its first verdict.
+// Warning is a success the kubelet reports with a ProbeWarning event (an
+// HTTP probe whose redirect to another host was not followed); it never
+// becomes a verdict.
 const (
 	Unknown Result = iota
 	Success
 	Failure
+	Warning
 )
 
 func (r Result) String() string {
@@ -38,6 +42,8 @@ func (r Result) String() string {
 		return "success"
 	case Failure:
 		return "failure"
+	case Warning:
+		return "warning"
 	}
 	return "unknown"
 }
@@ -52,7 +58,7 @@ type Target struct {
 }
 
 // Run runs one probe once and returns its result with a message for the
-// event when it failed. The timeout is the probe's timeoutSeconds.
+// event when it failed or warned. The timeout is the probe's timeoutSeconds.
 func Run(ctx context.Context, rt criexec.Execer, p *corev1.Probe, t Target) (Result, string) {
 	timeout := time.Duration(p.TimeoutSeconds) * time.Second
 	if timeout <= 0 {
@@ -62,7 +68,10 @@ func Run(ctx context.Context, rt criexec.Execer, p *corev1.Probe, t Target) (Res
 	// to bound a runtime that does not); the network probes time out here.
 	netCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var err error
+	var (
+		err     error
+		warning string
+	)
 	switch {
 	case p.Exec != nil:
 		var res criexec.Result
@@ -74,7 +83,7 @@ func Run(ctx context.Context, rt criexec.Execer, p *corev1.Probe, t Target) (Res
 			err = fmt.Errorf("command %q exited with %d: %s", p.Exec.Command, res.ExitCode, res.Output())
 		}
 	case p.HTTPGet != nil:
-		err = httpGet(netCtx, p.HTTPGet, t)
+		warning, err = httpGet(netCtx, p.HTTPGet, t)
 	case p.TCPSocket != nil:
 		err = tcpSocket(netCtx, p.TCPSocket, t)
 	case p.GRPC != nil:
@@ -84,6 +93,9 @@ func Run(ctx context.Context, rt criexec.Execer, p *corev1.Probe, t Target) (Res
 	}
 	if err != nil {
 		return Failure, err.Error()
+	}
+	if warning != "" {
+		return Warning, warning
 	}
 	return Success, ""
 }
@@ -125,12 +137,17 @@ var transport = &http.Transport{
 	Proxy:             nil,
 }
 
-var errRedirectElsewhere = errors.New("redirect to another host")
+// maxBody is how much of a response the HTTP probe reads, as upstream.
+const maxBody = 10 << 10
 
-func httpGet(ctx context.Context, g *corev1.HTTPGetAction, t Target) error {
+// httpGet runs an HTTP probe. A response from 200 to 399 is a success; a
+// redirect to another host is not followed (a 3xx answer is then the last
+// response, as in the kubelet) and comes back as a warning naming the
+// response body, which the kubelet reports in a ProbeWarning event.
+func httpGet(ctx context.Context, g *corev1.HTTPGetAction, t Target) (warning string, err error) {
 	port, err := ResolvePort(g.Port, t.Container)
 	if err != nil {
-		return err
+		return "", err
 	}
 	scheme := "http"
 	if g.Scheme == corev1.URISchemeHTTPS {
@@ -145,7 +162,7 @@ func httpGet(ctx context.Context, g *corev1.HTTPGetAction, t Target) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return err
+		return "", err
 	}
 	req.Header.Set("User-Agent", "kube-probe/1.36")
 	req.Header.Set("Accept", "*/*")
@@ -157,10 +174,10 @@ func httpGet(ctx context.Context, g *corev1.HTTPGetAction, t Target) error {
 		req.Header.Set(hd.Name, hd.Value)
 	}
 	client := &http.Client{Transport: transport, CheckRedirect: func(r *http.Request, via []*http.Request) error {
-		// Like upstream: follow redirects on the same host; another host
-		// counts as success without following.
-		if r.URL.Hostname() != h {
-			return errRedirectElsewhere
+		// Like upstream: follow redirects on the same host; for another
+		// host the redirect itself is the answer.
+		if r.URL.Hostname() != via[0].URL.Hostname() {
+			return http.ErrUseLastResponse
 		}
 		if len(via) >= 10 {
 			return errors.New("stopped after 10 redirects")
@@ -168,18 +185,18 @@ func httpGet(ctx context.Context, g *corev1.HTTPGetAction, t Target) error {
 		return nil
 	}}
 	resp, err := client.Do(req)
-	if errors.Is(err, errRedirectElsewhere) {
-		return nil
-	}
 	if err != nil {
-		return fmt.Errorf("get %q: %w", u.String(), err)
+		return "", fmt.Errorf("get %q: %w", u.String(), err)
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 10<<10))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusBadRequest {
-		return fmt.Errorf("HTTP probe failed with statuscode: %d", resp.StatusCode)
+		return "", fmt.Errorf("HTTP probe failed with statuscode: %d", resp.StatusCode)
 	}
-	return nil
+	if resp.StatusCode >= http.StatusMultipleChoices {
+		return "Probe terminated redirects, Response body: " + string(body), nil
+	}
+	return "", nil
 }
 
 func tcpSocket(ctx context.Context, s *corev1.TCPSocketAction, t Target) error {

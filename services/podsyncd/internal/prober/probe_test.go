@@ -52,13 +52,17 @@ func TestHTTPGet(t *testing.T) {
 		{"missing header fails", corev1.HTTPGetAction{Path: "/ok", Port: intstr.FromString("web")}, Failure},
 		{"503 fails", corev1.HTTPGetAction{Path: "/nope", Port: intstr.FromString("web")}, Failure},
 		{"unknown port name fails", corev1.HTTPGetAction{Path: "/ok", Port: intstr.FromString("nope")}, Failure},
-		{"redirect to another host counts as success", corev1.HTTPGetAction{Path: "/away", Port: intstr.FromString("web")}, Success},
+		{"redirect to another host is not followed and warns", corev1.HTTPGetAction{Path: "/away", Port: intstr.FromString("web")}, Warning},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &tc.get}, TimeoutSeconds: 5}
 			got, msg := Run(context.Background(), nil, p, Target{Pod: &corev1.Pod{}, Container: c, PodIP: ip})
 			if got != tc.want {
 				t.Fatalf("got %s (%s), want %s", got, msg, tc.want)
+			}
+			// The kubelet's ProbeWarning text names the redirect's body.
+			if want := "Probe terminated redirects, Response body: <a href=\"http://192.0.2.1/\">Found</a>.\n\n"; got == Warning && msg != want {
+				t.Fatalf("warning %q, want %q", msg, want)
 			}
 		})
 	}

@@ -260,7 +260,19 @@ func EqualByKubelet(a, b *corev1.PodStatus) bool {
 func NeedsReconcile(apiPod *corev1.Pod, cached *corev1.PodStatus) bool {
 	st := apiPod.Status.DeepCopy()
 	Normalize(apiPod, st)
-	return !EqualByKubelet(st, cached)
+	want := cached
+	if len(apiPod.Spec.ReadinessGates) > 0 {
+		// What would be sent: Ready judged on the gates' conditions the
+		// API shows.
+		want = cached.DeepCopy()
+		for _, c := range apiPod.Status.Conditions {
+			if !IsKubeletCondition(c.Type) {
+				want.Conditions = append(want.Conditions, c)
+			}
+		}
+		applyReadinessGates(apiPod, want, condition(st, corev1.PodReady))
+	}
+	return !EqualByKubelet(st, want)
 }
 
 // CanBeDeleted reports whether the API object of a pod may be removed: it is

@@ -247,3 +247,86 @@ func TestCanBeDeleted(t *testing.T) {
 		t.Fatal("mirror pod deletable")
 	}
 }
+
+func TestMergeReadinessGates(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/lb"}, {ConditionType: "example.com/dns"}}
+	ready := func(cr corev1.ConditionStatus) corev1.PodStatus {
+		return corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+			{Type: corev1.ContainersReady, Status: cr},
+			{Type: corev1.PodReady, Status: cr},
+		}}
+	}
+	gate := func(t corev1.PodConditionType, s corev1.ConditionStatus) corev1.PodCondition {
+		return corev1.PodCondition{Type: t, Status: s}
+	}
+	for _, tc := range []struct {
+		name       string
+		api        []corev1.PodCondition
+		containers corev1.ConditionStatus
+		want       corev1.ConditionStatus
+		reason     string
+		message    string
+	}{
+		{name: "no gate condition yet", containers: corev1.ConditionTrue, want: corev1.ConditionFalse, reason: ReasonReadinessGatesNotReady,
+			message: `corresponding condition of pod readiness gate "example.com/lb" does not exist., corresponding condition of pod readiness gate "example.com/dns" does not exist.`},
+		{name: "one gate false", containers: corev1.ConditionTrue,
+			api:  []corev1.PodCondition{gate("example.com/lb", corev1.ConditionTrue), gate("example.com/dns", corev1.ConditionFalse)},
+			want: corev1.ConditionFalse, reason: ReasonReadinessGatesNotReady, message: `the status of pod readiness gate "example.com/dns" is not "True", but False`},
+		{name: "all gates true", containers: corev1.ConditionTrue,
+			api:  []corev1.PodCondition{gate("example.com/lb", corev1.ConditionTrue), gate("example.com/dns", corev1.ConditionTrue)},
+			want: corev1.ConditionTrue},
+		{name: "containers not ready wins", containers: corev1.ConditionFalse,
+			api:  []corev1.PodCondition{gate("example.com/lb", corev1.ConditionTrue), gate("example.com/dns", corev1.ConditionTrue)},
+			want: corev1.ConditionFalse},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: tc.api}
+			m := Merge(pod, api, ready(tc.containers), true)
+			c := condition(&m, corev1.PodReady)
+			if c.Status != tc.want || c.Reason != tc.reason || c.Message != tc.message {
+				t.Fatalf("Ready = %s %q %q, want %s %q %q", c.Status, c.Reason, c.Message, tc.want, tc.reason, tc.message)
+			}
+			for _, g := range tc.api {
+				if got := condition(&m, g.Type); got == nil || got.Status != g.Status {
+					t.Fatalf("gate condition %s lost or changed: %+v", g.Type, got)
+				}
+			}
+			// The API showing what would be sent needs no reconcile; the
+			// ungated cached status alone would have asked for one.
+			shown := pod.DeepCopy()
+			shown.Status = m
+			cached := ready(tc.containers)
+			if NeedsReconcile(shown, &cached) {
+				t.Fatalf("API showing the gated status %+v still needs a reconcile", m.Conditions)
+			}
+		})
+	}
+}
+
+func TestGateConditionsChanged(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/lb"}}
+	with := func(conds ...corev1.PodCondition) *corev1.Pod {
+		p := pod.DeepCopy()
+		p.Status.Conditions = conds
+		return p
+	}
+	lbTrue := corev1.PodCondition{Type: "example.com/lb", Status: corev1.ConditionTrue}
+	lbFalse := corev1.PodCondition{Type: "example.com/lb", Status: corev1.ConditionFalse}
+	other := corev1.PodCondition{Type: "other", Status: corev1.ConditionTrue}
+	for _, tc := range []struct {
+		name     string
+		old, cur *corev1.Pod
+		want     bool
+	}{
+		{"appears", with(), with(lbTrue), true},
+		{"flips", with(lbTrue), with(lbFalse), true},
+		{"same", with(lbTrue), with(lbTrue, other), false},
+		{"ungated condition", with(), with(other), false},
+	} {
+		if got := GateConditionsChanged(tc.old, tc.cur); got != tc.want {
+			t.Errorf("%s: GateConditionsChanged = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

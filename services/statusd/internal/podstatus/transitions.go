@@ -2,6 +2,7 @@ package podstatus
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -130,6 +131,9 @@ func Merge(pod *corev1.Pod, api, ours corev1.PodStatus, couldHaveRunningContaine
 		}
 	}
 	out.Conditions = conds
+	// Readiness gates are judged on the conditions others wrote, which
+	// only the API's copy carries.
+	applyReadinessGates(pod, &out, condition(&api, corev1.PodReady))
 	out.ResourceClaimStatuses = api.ResourceClaimStatuses
 	out.ExtendedResourceClaimStatus = api.ExtendedResourceClaimStatus
 	out.NodeAllocatableResourceClaimStatuses = api.NodeAllocatableResourceClaimStatuses
@@ -236,21 +240,9 @@ func ReadinessConditions(pod *corev1.Pod, st *corev1.PodStatus) {
 		}
 		cr.Status, cr.Reason, cr.Message = corev1.ConditionFalse, ReasonContainersNotReady, strings.Join(msg, ", ")
 	}
-	ready := corev1.PodCondition{Type: corev1.PodReady, Status: cr.Status, Reason: cr.Reason, Message: cr.Message}
-	if cr.Status == corev1.ConditionTrue {
-		var gates []string
-		for _, g := range pod.Spec.ReadinessGates {
-			c := condition(st, g.ConditionType)
-			if c == nil {
-				gates = append(gates, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", g.ConditionType))
-			} else if c.Status != corev1.ConditionTrue {
-				gates = append(gates, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", g.ConditionType, c.Status))
-			}
-		}
-		if len(gates) > 0 {
-			ready.Status, ready.Reason, ready.Message = corev1.ConditionFalse, ReasonReadinessGatesNotReady, strings.Join(gates, ", ")
-		}
-	}
+	// The gates' conditions are written by others: the pod object's own
+	// status carries the ones the node has seen, st those merged into it.
+	ready := readyCondition(pod, cr, append(slices.Clone(pod.Status.Conditions), st.Conditions...))
 	set := func(c corev1.PodCondition) {
 		if o := condition(st, c.Type); o != nil {
 			c.LastTransitionTime, c.LastProbeTime, c.ObservedGeneration = o.LastTransitionTime, o.LastProbeTime, o.ObservedGeneration
@@ -261,4 +253,78 @@ func ReadinessConditions(pod *corev1.Pod, st *corev1.PodStatus) {
 	}
 	set(cr)
 	set(ready)
+}
+
+// readyCondition is the kubelet's Ready condition for a pod whose
+// ContainersReady condition is cr: not ready with cr's reason while the
+// containers are not, else not ready while a readiness gate's condition
+// (looked up in conds, the last of a type wins) is missing or not True,
+// else ready. Times are left to the caller.
+func readyCondition(pod *corev1.Pod, cr corev1.PodCondition, conds []corev1.PodCondition) corev1.PodCondition {
+	ready := corev1.PodCondition{Type: corev1.PodReady, Status: cr.Status, Reason: cr.Reason, Message: cr.Message}
+	if cr.Status != corev1.ConditionTrue {
+		return ready
+	}
+	var gates []string
+	for _, g := range pod.Spec.ReadinessGates {
+		var c *corev1.PodCondition
+		for i := range conds {
+			if conds[i].Type == g.ConditionType {
+				c = &conds[i]
+			}
+		}
+		if c == nil {
+			gates = append(gates, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", g.ConditionType))
+		} else if c.Status != corev1.ConditionTrue {
+			gates = append(gates, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", g.ConditionType, c.Status))
+		}
+	}
+	if len(gates) > 0 {
+		ready.Status, ready.Reason, ready.Message = corev1.ConditionFalse, ReasonReadinessGatesNotReady, strings.Join(gates, ", ")
+	}
+	return ready
+}
+
+// applyReadinessGates sets st's Ready condition from its ContainersReady
+// condition and the readiness gates of pod, whose conditions are looked up
+// in st itself (merged with the API's). prev is the Ready condition the API
+// shows: its transition time is kept while the status stays the same.
+// Pods without gates, or without a ContainersReady condition, are left as
+// they are.
+func applyReadinessGates(pod *corev1.Pod, st *corev1.PodStatus, prev *corev1.PodCondition) {
+	if len(pod.Spec.ReadinessGates) == 0 {
+		return
+	}
+	cr, cur := condition(st, corev1.ContainersReady), condition(st, corev1.PodReady)
+	if cr == nil || cur == nil {
+		return
+	}
+	want := readyCondition(pod, *cr, st.Conditions)
+	if want.Status == cur.Status && want.Reason == cur.Reason && want.Message == cur.Message {
+		return
+	}
+	want.ObservedGeneration, want.LastProbeTime = cur.ObservedGeneration, cur.LastProbeTime
+	switch {
+	case prev != nil && prev.Status == want.Status:
+		want.LastTransitionTime = prev.LastTransitionTime
+	case want.Status == cur.Status:
+		want.LastTransitionTime = cur.LastTransitionTime
+	default:
+		want.LastTransitionTime = nowFunc()
+	}
+	*cur = want
+}
+
+// GateConditionsChanged reports whether a pod update changed the status of
+// a condition one of the pod's readiness gates names, so that its Ready
+// condition must be generated again (the kubelet's
+// NeedToReconcilePodReadiness, asked on the API's pod events).
+func GateConditionsChanged(old, cur *corev1.Pod) bool {
+	for _, g := range cur.Spec.ReadinessGates {
+		a, b := condition(&old.Status, g.ConditionType), condition(&cur.Status, g.ConditionType)
+		if (a == nil) != (b == nil) || (a != nil && a.Status != b.Status) {
+			return true
+		}
+	}
+	return false
 }

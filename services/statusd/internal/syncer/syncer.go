@@ -105,7 +105,13 @@ func New(client kubernetes.Interface, c *cache.Cache, informer toolscache.Shared
 	}
 	_, _ = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.apiPodChanged(obj, true) },
-		UpdateFunc: func(_, obj any) { s.apiPodChanged(obj, false) },
+		UpdateFunc: func(old, obj any) {
+			// Another writer flipping a readiness gate's condition changes
+			// the Ready condition this node must publish.
+			o, ok1 := old.(*corev1.Pod)
+			n, ok2 := obj.(*corev1.Pod)
+			s.apiPodChanged(obj, ok1 && ok2 && podstatus.GateConditionsChanged(o, n))
+		},
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
@@ -123,8 +129,9 @@ func (s *Syncer) Metrics() *Metrics { return s.metrics }
 func (s *Syncer) Enqueue(uid string) { s.queue.Add(uid) }
 
 // apiPodChanged queues the cached statuses an API event concerns: new pods
-// (a mirror pod appearing lets its static pod sync), deleted ones, and pods
-// that got a deletion timestamp (they may now be deletable).
+// (a mirror pod appearing lets its static pod sync), deleted ones, pods
+// that got a deletion timestamp (they may now be deletable), and, with
+// always, any other change the caller judged relevant.
 func (s *Syncer) apiPodChanged(obj any, always bool) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
