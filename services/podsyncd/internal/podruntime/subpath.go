@@ -44,8 +44,9 @@ var errOutsideVolume = errors.New("path escapes the volume")
 // prepareSubPath returns the host path of sub inside the volume at root,
 // creating it as a directory when it does not exist yet, as the kubelet does
 // before handing it to the runtime (which would otherwise create it with its
-// own mode): each new directory gets the volume root's permissions (and its
-// setgid bit, so an fsGroup keeps being inherited). Symlinks are followed
+// own mode): each new directory gets the volume root's permissions, its
+// setgid bit (so an fsGroup keeps being inherited) and its sticky bit (a
+// tmpfs root's 1777). Symlinks are followed
 // only while they stay inside the volume, both for the part that exists and
 // for the result, so a container cannot point a later mount at the host.
 func prepareSubPath(root, sub string) (string, error) {
@@ -57,7 +58,7 @@ func prepareSubPath(root, sub string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	perm := info.Mode() & (os.ModePerm | os.ModeSetgid)
+	perm := info.Mode() & (os.ModePerm | os.ModeSetgid | os.ModeSticky)
 	// The longest prefix of sub that exists, resolved.
 	parts := strings.Split(filepath.Clean(sub), string(filepath.Separator))
 	cur, i := base, 0

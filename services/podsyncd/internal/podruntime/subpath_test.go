@@ -46,7 +46,11 @@ func TestPrepareSubPath(t *testing.T) {
 	if err := os.Mkdir(root, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(root, 0o777|os.ModeSetgid); err != nil {
+	// A tmpfs emptyDir's root with an fsGroup: 1777 plus setgid; each new
+	// directory of the subPath gets all of it (the conformance spec wants
+	// dgtrwxrwxrwx).
+	rootMode := 0o777 | os.ModeSetgid | os.ModeSticky
+	if err := os.Chmod(root, rootMode); err != nil {
 		t.Fatal(err)
 	}
 	got, err := prepareSubPath(root, "mypath/foo")
@@ -61,8 +65,8 @@ func TestPrepareSubPath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m := info.Mode() & (os.ModePerm | os.ModeSetgid); m != 0o777|os.ModeSetgid {
-			t.Errorf("%s mode %v, want the volume root's %v", dir, m, 0o777|os.ModeSetgid)
+		if m := info.Mode() & (os.ModePerm | os.ModeSetgid | os.ModeSticky); m != rootMode {
+			t.Errorf("%s mode %v, want the volume root's %v", dir, m, rootMode)
 		}
 	}
 	// An existing file (a configMap key through the atomic writer's links)

@@ -25,8 +25,8 @@ func (m *Manager) readyMarker(uid types.UID, name string) string {
 	return filepath.Join(m.PodDir(uid), "plugins", emptyDirPlugin, name, "ready")
 }
 
-// setupEmptyDir makes the emptyDir once: a 0777 directory (a tmpfs for the
-// Memory medium) given to the pod's fsGroup.
+// setupEmptyDir makes the emptyDir once: a 0777 directory (for the Memory
+// medium a tmpfs, 1777 as tmpfs makes it) given to the pod's fsGroup.
 func (m *Manager) setupEmptyDir(pod *corev1.Pod, v *corev1.Volume, info envvars.Info) (Volume, error) {
 	dir := m.volDir(pod, emptyDirPlugin, v.Name)
 	marker := m.readyMarker(pod.UID, v.Name)
@@ -48,7 +48,13 @@ func (m *Manager) setupEmptyDir(pod *corev1.Pod, v *corev1.Volume, info envvars.
 	default:
 		return Volume{}, fmt.Errorf("emptyDir medium %q is not supported by this node (only \"\" and Memory)", v.EmptyDir.Medium)
 	}
-	if err := os.Chmod(dir, 0o777); err != nil {
+	// A tmpfs root keeps tmpfs's own 1777, as the kubelet (which mounts it
+	// without a mode) leaves it; a plain directory is 0777.
+	mode := os.FileMode(0o777)
+	if memory {
+		mode |= os.ModeSticky
+	}
+	if err := os.Chmod(dir, mode); err != nil {
 		return Volume{}, err
 	}
 	if gid := fsGroupOf(pod); gid != nil {
@@ -84,7 +90,7 @@ func memorySize(pod *corev1.Pod, ed *corev1.EmptyDirVolumeSource, allocatable co
 
 // mountTmpfs mounts a tmpfs of size bytes (0: the kernel's default) at dir.
 func mountTmpfs(dir string, size int64) error {
-	opts := "mode=0777"
+	opts := "mode=1777"
 	if size > 0 {
 		opts += fmt.Sprintf(",size=%d", size)
 	}

@@ -228,6 +228,10 @@ func TestMemoryEmptyDir(t *testing.T) {
 	if size := int64(st.Blocks) * st.Bsize; size != 8<<20 {
 		t.Fatalf("tmpfs size %d, want 8Mi", size)
 	}
+	// The kubelet leaves the tmpfs root as tmpfs makes it: 1777.
+	if _, mode := owner(t, dir); mode != fs.ModeDir|fs.ModeSticky|0o777 {
+		t.Fatalf("tmpfs emptyDir mode %v, want dtrwxrwxrwx", mode)
+	}
 	// A second sync keeps the same mount (no mount stacked on it).
 	if err := os.WriteFile(filepath.Join(dir, "kept"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
