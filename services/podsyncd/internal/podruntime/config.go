@@ -36,15 +36,18 @@ func namespaceOptions(pod *corev1.Pod) *runtimeapi.NamespaceOption {
 }
 
 func (m *Manager) sandboxConfig(pod *corev1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
-	hostname, _, err := dns.PodHostname(pod, "")
-	if err != nil {
-		return nil, err
-	}
-	if pod.Spec.HostNetwork {
-		if h, err := os.Hostname(); err == nil {
-			hostname = h
+	// A hostNetwork pod shares the node's UTS namespace: like the kubelet,
+	// ask for no hostname (runc refuses to set one without a private UTS
+	// namespace, so containerd fails such a sandbox).
+	var hostname string
+	if !pod.Spec.HostNetwork {
+		h, _, err := dns.PodHostname(pod, "")
+		if err != nil {
+			return nil, err
 		}
+		hostname = h
 	}
+	var err error
 	var dnsConfig *runtimeapi.DNSConfig
 	if m.opts.DNS != nil {
 		if dnsConfig, err = m.opts.DNS.PodDNS(pod); err != nil {

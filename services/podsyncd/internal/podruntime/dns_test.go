@@ -60,3 +60,27 @@ func TestSandboxDNSAndHostsMount(t *testing.T) {
 		t.Fatalf("container with its own /etc/hosts got %+v", mnt)
 	}
 }
+
+// A hostNetwork pod's sandbox asks for no hostname, as the kubelet's does:
+// it shares the node's UTS namespace, and runc (so containerd) refuses to
+// set a hostname without a private one.
+func TestSandboxHostnameHostNetwork(t *testing.T) {
+	m := NewManager(nil, nil, Options{Volumes: volumes.New(t.TempDir(), nil, nil)})
+	for _, tc := range []struct {
+		name string
+		host bool
+		want string
+	}{
+		{"pod network: the pod's hostname", false, "h"},
+		{"host network: none", true, ""},
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"}, Spec: corev1.PodSpec{Hostname: "h", HostNetwork: tc.host}}
+		cfg, err := m.sandboxConfig(pod, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Hostname != tc.want {
+			t.Errorf("%s: sandbox hostname %q, want %q", tc.name, cfg.Hostname, tc.want)
+		}
+	}
+}

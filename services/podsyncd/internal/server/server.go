@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	ocgroups "github.com/opencontainers/cgroups"
@@ -135,9 +136,12 @@ func (c *Config) shutdown() nodeshutdown.Config {
 // Server is the podsyncd service.
 type Server struct {
 	podsyncv1.UnimplementedPodSyncServiceServer
-	cfg       Config
-	loop      *syncloop.Loop
-	evictions *eviction.Manager
+	cfg Config
+	// loop and evictions are built in Run while the gRPC server already
+	// serves (GetNodePressure is polled from start-up on): published
+	// atomically, nil until then.
+	loop      atomic.Pointer[syncloop.Loop]
+	evictions atomic.Pointer[eviction.Manager]
 	metrics   *kubeletmetrics.Metrics
 }
 
@@ -448,7 +452,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	evDeps.Evict = func(pod *corev1.Pod, grace int64, msg string, cond bool) { loop.Evict(pod, grace, msg, cond) }
 	evDeps.PodCleanedUp = func(uid types.UID) bool { return loop.PodStopped(uid) }
 	evDeps.DeleteUnusedContainers = func(ctx context.Context) error { return loop.DeleteAllUnusedContainers(ctx) }
-	s.evictions = eviction.New(evCfg, evDeps)
+	evictions := eviction.New(evCfg, evDeps)
 	nodes := nodestatusv1.NewNodeStatusServiceClient(conns[components.NodeStatusd])
 	// Graceful node shutdown: the manager refuses pods and stops them
 	// through the loop; the node's Ready condition is nodestatusd's, told
@@ -463,14 +467,15 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		nodes,
 		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod,
 			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod, Allocation: alloc, Cgroups: syncloopCgroups(cgroups),
-			AdmitPressure: s.evictions.Admit, Sysctls: sysctls, Shutdown: shutdown, Metrics: s.metrics, Startup: startup,
+			AdmitPressure: evictions.Admit, Sysctls: sysctls, Shutdown: shutdown, Metrics: s.metrics, Startup: startup,
 			Registerer: env.Registry})
-	s.loop = loop
+	s.evictions.Store(evictions)
+	s.loop.Store(loop)
 	env.Ready()
-	go s.evictions.Run(ctx)
+	go evictions.Run(ctx)
 	go ready.Run(ctx)
 	go shutdown.Run(ctx, loop)
-	s.loop.Run(ctx)
+	loop.Run(ctx)
 	return nil
 }
 
@@ -513,10 +518,11 @@ func dedicatedImageFs(ctx context.Context, img criapi.ImageManagerService, dataD
 // GetNodePressure implements PodSyncService: the eviction manager's judgement.
 func (s *Server) GetNodePressure(context.Context, *podsyncv1.GetNodePressureRequest) (*podsyncv1.GetNodePressureResponse, error) {
 	resp := &podsyncv1.GetNodePressureResponse{}
-	if s.evictions == nil {
+	evictions := s.evictions.Load()
+	if evictions == nil {
 		return resp, nil
 	}
-	p := s.evictions.Pressure()
+	p := evictions.Pressure()
 	resp.Synchronized = p.Synchronized
 	resp.MemoryPressure = p.Has(corev1.NodeMemoryPressure)
 	resp.DiskPressure = p.Has(corev1.NodeDiskPressure)
@@ -561,10 +567,11 @@ func cgroupVersion() int {
 // ListPodWorkers implements PodSyncService.
 func (s *Server) ListPodWorkers(context.Context, *podsyncv1.ListPodWorkersRequest) (*podsyncv1.ListPodWorkersResponse, error) {
 	resp := &podsyncv1.ListPodWorkersResponse{}
-	if s.loop == nil {
+	loop := s.loop.Load()
+	if loop == nil {
 		return resp, nil
 	}
-	for _, w := range s.loop.Workers() {
+	for _, w := range loop.Workers() {
 		st := podsyncv1.WorkerState_WORKER_STATE_SYNCING
 		switch w.State {
 		case podworkers.Terminating:
