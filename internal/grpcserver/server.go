@@ -58,8 +58,11 @@ func New(log *slog.Logger, opts ...Option) *Server {
 		o.registry.MustRegister(metrics)
 	}
 	recover := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
-		log.ErrorContext(ctx, "panic in gRPC handler", "panic", p, "stack", string(debug.Stack()))
-		return status.Errorf(codes.Internal, "internal error: %v", p)
+		// The panic and its stack stay in the service's log: what a
+		// handler panicked on is no business of the caller's.
+		method, _ := grpc.Method(ctx)
+		log.ErrorContext(ctx, "panic in gRPC handler", "method", method, "panic", p, "stack", string(debug.Stack()))
+		return status.Error(codes.Internal, "internal error")
 	})
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(lvl), msg, fields...)
@@ -89,14 +92,19 @@ func New(log *slog.Logger, opts ...Option) *Server {
 	return s
 }
 
-// codeToLevel keeps routine calls at debug so a busy node's log stays readable;
-// failures the caller caused are info, server-side failures are errors.
+// codeToLevel is the access log's level per answer. Routine answers are
+// debug, so a node's log holds state changes, not calls: successes, and the
+// answers that describe a state the caller asked about and handles itself
+// (not found, no cloud provider configured (FailedPrecondition), a
+// dependency down (Unavailable), a deadline the caller set). The service
+// says such a state once, where it changes. Bad input and refused callers
+// are info; server-side failures are errors.
 func codeToLevel(c codes.Code) logging.Level {
 	switch c {
-	case codes.OK, codes.Canceled, codes.NotFound, codes.AlreadyExists:
+	case codes.OK, codes.Canceled, codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition,
+		codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.OutOfRange:
 		return logging.LevelDebug
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange, codes.Unauthenticated,
-		codes.PermissionDenied, codes.DeadlineExceeded, codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
+	case codes.InvalidArgument, codes.Unauthenticated, codes.PermissionDenied, codes.ResourceExhausted:
 		return logging.LevelInfo
 	default:
 		return logging.LevelError

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -92,6 +93,10 @@ func TestPanicBecomesInternalAndIsCounted(t *testing.T) {
 		if status.Code(err) != codes.Internal {
 			t.Fatalf("call %d: code %v (%v), want Internal", i, status.Code(err), err)
 		}
+		// The panic value stays in the service's log.
+		if msg := status.Convert(err).Message(); msg != "internal error" {
+			t.Fatalf("call %d: caller was told %q, want the generic \"internal error\"", i, msg)
+		}
 	}
 	// The process lives on: health still answers.
 	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
@@ -118,5 +123,25 @@ func TestPanicBecomesInternalAndIsCounted(t *testing.T) {
 	}
 	if counted != 3 {
 		t.Fatalf("Internal EmptyCall calls counted = %v, want 3", counted)
+	}
+}
+
+func TestAccessLogLevels(t *testing.T) {
+	for _, tc := range []struct {
+		code codes.Code
+		want logging.Level
+	}{
+		{codes.OK, logging.LevelDebug},
+		{codes.NotFound, logging.LevelDebug},
+		{codes.FailedPrecondition, logging.LevelDebug}, // e.g. no cloud provider: a state, not news
+		{codes.Unavailable, logging.LevelDebug},
+		{codes.InvalidArgument, logging.LevelInfo},
+		{codes.PermissionDenied, logging.LevelInfo},
+		{codes.Internal, logging.LevelError},
+		{codes.Unknown, logging.LevelError},
+	} {
+		if got := codeToLevel(tc.code); got != tc.want {
+			t.Errorf("%v logged at %v, want %v", tc.code, got, tc.want)
+		}
 	}
 }
