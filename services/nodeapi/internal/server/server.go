@@ -145,6 +145,9 @@ func (s *Server) Register(env *service.Env) error {
 	default:
 		return fmt.Errorf("authorization_mode %q: want %s or %s", c.AuthorizationMode, auth.ModeWebhook, auth.ModeAlwaysAllow)
 	}
+	if err := c.checkOpenAuthorization(); err != nil {
+		return err
+	}
 	for name, d := range map[string]time.Duration{
 		"authentication_webhook_cache_ttl": c.WebhookCacheTTL, "authorization_webhook_cache_authorized_ttl": c.AuthorizedTTL,
 		"authorization_webhook_cache_unauthorized_ttl": c.UnauthorizedTTL,
@@ -157,6 +160,27 @@ func (s *Server) Register(env *service.Env) error {
 		return fmt.Errorf("runtime_request_timeout must be positive, got %s", c.RuntimeRequestTimeout)
 	}
 	nodeapiv1.RegisterNodeAPIServiceServer(env.Server.GRPC(), s)
+	return nil
+}
+
+// checkOpenAuthorization refuses settings that would let anyone who can
+// reach the address do anything (exec included): AlwaysAllow, asked for or
+// the standalone stand-in for Webhook (no API server to ask), while
+// someone can authenticate without an API server (a client CA, or
+// anonymous requests), on an address other than loopback. The kubelet
+// refuses Webhook authorization without an API server outright; microlet
+// keeps the standalone node's API usable on loopback, where only the node
+// itself reaches it.
+func (c *Config) checkOpenAuthorization() error {
+	if ip := net.ParseIP(c.Address); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	switch {
+	case c.AuthorizationMode == auth.ModeAlwaysAllow && c.AnonymousAuth:
+		return fmt.Errorf("authorization_mode AlwaysAllow with anonymous_auth on address %s lets anyone run commands in every pod: use Webhook, turn anonymous_auth off, or listen on a loopback address", c.Address)
+	case c.AuthorizationMode == auth.ModeWebhook && c.Kubeconfig == "" && (c.ClientCAFile != "" || c.AnonymousAuth):
+		return fmt.Errorf("authorization_mode Webhook needs kubeconfig (an API server to ask); without one every client that authenticates (client_ca_file %q, anonymous_auth %v) would be allowed everything on address %s: set kubeconfig, or listen on a loopback address", c.ClientCAFile, c.AnonymousAuth, c.Address)
+	}
 	return nil
 }
 

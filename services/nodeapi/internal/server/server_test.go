@@ -30,6 +30,17 @@ func TestRegisterValidates(t *testing.T) {
 		{"unknown authorization mode", func(c *Config) { c.AuthorizationMode = "RBAC" }, `authorization_mode "RBAC"`},
 		{"negative TTL", func(c *Config) { c.UnauthorizedTTL = -time.Second }, "authorization_webhook_cache_unauthorized_ttl must not be negative"},
 		{"zero runtime timeout", func(c *Config) { c.RuntimeRequestTimeout = 0 }, "runtime_request_timeout must be positive"},
+		{"standalone Webhook with a client CA on every address", func(c *Config) { c.ClientCAFile = "/ca.crt" },
+			"authorization_mode Webhook needs kubeconfig (an API server to ask)"},
+		{"standalone Webhook with anonymous requests on an address", func(c *Config) { c.AnonymousAuth, c.Address = true, "192.0.2.7" },
+			"authorization_mode Webhook needs kubeconfig (an API server to ask)"},
+		{"standalone Webhook with a client CA on loopback", func(c *Config) { c.ClientCAFile, c.Address = "/ca.crt", "127.0.0.1" }, ""},
+		{"standalone Webhook with nobody able to authenticate", func(*Config) {}, ""},
+		{"connected Webhook with a client CA", func(c *Config) { c.ClientCAFile, c.Kubeconfig = "/ca.crt", "/node.kubeconfig" }, ""},
+		{"AlwaysAllow with anonymous requests", func(c *Config) { c.AuthorizationMode, c.AnonymousAuth = "AlwaysAllow", true },
+			"authorization_mode AlwaysAllow with anonymous_auth on address 0.0.0.0 lets anyone run commands"},
+		{"AlwaysAllow with anonymous requests on ::1", func(c *Config) { c.AuthorizationMode, c.AnonymousAuth, c.Address = "AlwaysAllow", true, "::1" }, ""},
+		{"AlwaysAllow for client certificates", func(c *Config) { c.AuthorizationMode, c.ClientCAFile = "AlwaysAllow", "/ca.crt" }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New()
