@@ -99,15 +99,25 @@ func (c *Cache) Load() (int, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	n := 0
 	for _, r := range recs {
 		e := Entry{UID: r.UID, Namespace: r.Namespace, Name: r.Name, Version: r.Version, Reclaimed: r.Reclaimed, Changed: r.Changed}
 		pod := &corev1.Pod{}
+		// A record that does not decode is moved aside: the node reports
+		// that pod's status again on its next sync.
 		if err := pod.Unmarshal(r.Pod); err != nil {
-			return 0, fmt.Errorf("stored pod %s: %w", r.UID, err)
+			if qerr := c.store.Quarantine(r.UID, fmt.Sprintf("stored pod does not decode: %v", err)); qerr != nil {
+				return n, qerr
+			}
+			continue
 		}
 		if err := e.Status.Unmarshal(r.Status); err != nil {
-			return 0, fmt.Errorf("stored status %s: %w", r.UID, err)
+			if qerr := c.store.Quarantine(r.UID, fmt.Sprintf("stored status does not decode: %v", err)); qerr != nil {
+				return n, qerr
+			}
+			continue
 		}
+		n++
 		e.Pod = pod
 		if e.Changed.IsZero() {
 			e.Changed = c.clock.Now()
@@ -115,7 +125,7 @@ func (c *Cache) Load() (int, error) {
 		c.pods[r.UID] = &podState{e: e, present: true}
 		c.indexLocked(e.Namespace, e.Name, e.UID, true)
 	}
-	return len(recs), nil
+	return n, nil
 }
 
 // lockPod returns the pod's state with its writer lock held, creating it when

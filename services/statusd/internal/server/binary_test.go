@@ -33,6 +33,7 @@ func statusdBinary(t *testing.T) string {
 type proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
+	log  string // the process's output file
 }
 
 func startStatusd(t *testing.T, bin string, args ...string) *proc {
@@ -47,7 +48,7 @@ func startStatusd(t *testing.T, bin string, args ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
+	p := &proc{cmd: cmd, done: make(chan struct{}), log: logf.Name()}
 	go func() { _ = cmd.Wait(); _ = logf.Close(); close(p.done) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)

@@ -92,6 +92,9 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	if err != nil {
 		return err
 	}
+	if aside := st.MovedAside(); aside != "" {
+		env.Log.Warn("status store was unreadable: moved aside, starting empty (the node reports every pod's status again)", "db", DBPath(s.cfg.DataDir), "moved_to", aside)
+	}
 	var sy atomic.Pointer[syncer.Syncer]
 	c := cache.New(st, cache.WithOnChange(func(uid string) {
 		if x := sy.Load(); x != nil {
@@ -103,7 +106,10 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		_ = st.Close()
 		return fmt.Errorf("load %s: %w", DBPath(s.cfg.DataDir), err)
 	}
-	env.Log.Info("statuses loaded", "pods", n, "db", DBPath(s.cfg.DataDir))
+	for _, q := range st.Quarantined() {
+		env.Log.Warn("stored status unreadable: quarantined (the node reports it again)", "pod_uid", q.UID, "reason", q.Reason, "db", DBPath(s.cfg.DataDir))
+	}
+	env.Log.Info("statuses loaded", "pods", n, "quarantined", len(st.Quarantined()), "db", DBPath(s.cfg.DataDir))
 	s.api.open(c)
 
 	var wg sync.WaitGroup

@@ -104,7 +104,7 @@ func New(client kubernetes.Interface, c *cache.Cache, informer toolscache.Shared
 			func() float64 { return float64(s.queue.Len()) }))
 	}
 	_, _ = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.apiPodChanged(obj, true) },
+		AddFunc: func(obj any) { s.apiPodChanged(obj, true) },
 		UpdateFunc: func(old, obj any) {
 			// Another writer flipping a readiness gate's condition changes
 			// the Ready condition this node must publish.
