@@ -170,7 +170,7 @@ func (m *Manager) Sync(pod *corev1.Pod, st *podruntime.PodStatus) {
 			w.setPod(pod, podIP)
 			continue
 		}
-		w := &worker{m: m, key: k, probe: p, target: Target{Pod: pod, Container: containers[k.containerID], ContainerID: k.containerID, PodIP: podIP}, done: make(chan struct{})}
+		w := &worker{m: m, key: k, probe: p, target: Target{Pod: pod, Container: containers[k.containerID], ContainerID: k.containerID, PodIP: podIP}, done: make(chan struct{}), trigger: make(chan struct{}, 1)}
 		m.workers[k] = w
 		go w.loop()
 	}
@@ -252,6 +252,17 @@ func (m *Manager) set(k key, v verdict) {
 	}
 	old, had := m.results[k.containerID][k.kind]
 	m.results[k.containerID][k.kind] = v
+	if k.kind == Startup && v.result == Success && (!had || old.result != Success) {
+		// The container just started: probe readiness now, not at the
+		// readiness worker's next tick a whole period later (the kubelet
+		// triggers it when it finds a started container not yet ready).
+		if rw, ok := m.workers[key{uid: k.uid, containerID: k.containerID, kind: Readiness}]; ok {
+			select {
+			case rw.trigger <- struct{}{}:
+			default:
+			}
+		}
+	}
 	m.mu.Unlock()
 	if !had || old.result != v.result {
 		m.onChange(k.uid)
@@ -269,6 +280,8 @@ type worker struct {
 
 	once sync.Once
 	done chan struct{}
+	// trigger asks for a run before the next tick (buffered, one pending).
+	trigger chan struct{}
 }
 
 // probeName is the name of the container the worker probes.
@@ -345,6 +358,7 @@ func (w *worker) loop() {
 		case <-w.done:
 			return
 		case <-t.C():
+		case <-w.trigger:
 		}
 	}
 }

@@ -260,3 +260,29 @@ func TestProbeWarningIsSuccessWithEvent(t *testing.T) {
 		t.Fatalf("verdict %+v %v, want success", v, ok)
 	}
 }
+
+// Readiness is probed as soon as the startup probe succeeds, not a whole
+// readiness period later (the conformance suite's "should be ready
+// immediately after startupProbe succeeds"): the fake clock never reaches
+// the readiness worker's next tick.
+func TestReadinessRunsWhenStartupSucceeds(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := &script{results: map[Kind][]Result{Startup: {Failure, Success}, Readiness: {Success}}, calls: make(chan Kind, 10)}
+	m := NewWithRunner(s.run, clk, nil, nil)
+	defer m.Stop()
+	c := corev1.Container{Name: "app",
+		StartupProbe:   &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 10},
+		ReadinessProbe: &corev1.Probe{PeriodSeconds: 30},
+	}
+	pod, st := podWith(c)
+	spec := &pod.Spec.Containers[0]
+	m.Sync(pod, st)
+	if k := waitCall(t, s); k != Startup {
+		t.Fatalf("first probe %s, want Startup", k)
+	}
+	// Both workers wait on their tickers; one startup period passes.
+	eventually(t, "workers waiting", func() bool { return clk.Waiters() >= 2 })
+	clk.Step(time.Second)
+	eventually(t, "started", func() bool { return m.Started(spec, "c1") })
+	eventually(t, "ready without the readiness period passing", func() bool { return m.Ready(spec, "c1") })
+}
