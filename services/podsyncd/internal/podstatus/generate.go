@@ -359,18 +359,26 @@ func conditions(in Input, st *corev1.PodStatus) []corev1.PodCondition {
 	}
 	terminal := st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed
 	sandboxReady := in.Runtime.ReadySandbox() != nil && !terminal
-	containersReady := !terminal && len(st.ContainerStatuses) > 0
-	for _, cs := range st.ContainerStatuses {
-		if !cs.Ready {
-			containersReady = false
-		}
-	}
-	readyReason := "ContainersNotReady"
-	switch st.Phase {
-	case corev1.PodSucceeded:
+	unknown, unready := unreadyContainers(in.Pod, st)
+	containersReady := !terminal && len(unknown) == 0 && len(unready) == 0
+	readyReason, readyMessage := "ContainersNotReady", ""
+	switch {
+	case st.Phase == corev1.PodSucceeded && len(unknown) == 0:
 		readyReason = "PodCompleted"
-	case corev1.PodFailed:
+	case st.Phase == corev1.PodFailed:
 		readyReason = "PodFailed"
+	case st.Phase == corev1.PodSucceeded:
+		containersReady = false
+		fallthrough
+	default:
+		var msg []string
+		if len(unknown) > 0 {
+			msg = append(msg, fmt.Sprintf("containers with unknown status: %v", unknown))
+		}
+		if len(unready) > 0 {
+			msg = append(msg, fmt.Sprintf("containers with unready status: %v", unready))
+		}
+		readyMessage = strings.Join(msg, ", ")
 	}
 	init := mk(corev1.PodInitialized, true, "")
 	if ok, reason, msg := initialized(in.Pod, st); !ok || reason != "" {
@@ -380,10 +388,51 @@ func conditions(in Input, st *corev1.PodStatus) []corev1.PodCondition {
 	return []corev1.PodCondition{
 		mk(corev1.PodReadyToStartContainers, sandboxReady, ""),
 		init,
-		mk(corev1.ContainersReady, containersReady, readyReason),
-		mk(corev1.PodReady, containersReady, readyReason),
+		withMessage(mk(corev1.ContainersReady, containersReady, readyReason), readyMessage),
+		withMessage(mk(corev1.PodReady, containersReady, readyReason), readyMessage),
 		mk(corev1.PodScheduled, true, ""),
 	}
+}
+
+// unreadyContainers lists, as the kubelet's ContainersReady condition does,
+// the sidecars (restartable init containers) and regular containers of pod
+// that have no status yet (unknown) or are not ready (unready), in spec
+// order: a pod is not ready while a sidecar's readiness probe has not
+// passed.
+func unreadyContainers(pod *corev1.Pod, st *corev1.PodStatus) (unknown, unready []string) {
+	find := func(list []corev1.ContainerStatus, name string) *corev1.ContainerStatus {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+		return nil
+	}
+	check := func(list []corev1.ContainerStatus, name string) {
+		switch cs := find(list, name); {
+		case cs == nil:
+			unknown = append(unknown, name)
+		case !cs.Ready:
+			unready = append(unready, name)
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if podruntime.IsSidecar(&pod.Spec.InitContainers[i]) {
+			check(st.InitContainerStatuses, pod.Spec.InitContainers[i].Name)
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		check(st.ContainerStatuses, c.Name)
+	}
+	return unknown, unready
+}
+
+// withMessage sets a False condition's message.
+func withMessage(c corev1.PodCondition, msg string) corev1.PodCondition {
+	if c.Status == corev1.ConditionFalse {
+		c.Message = msg
+	}
+	return c
 }
 
 // initialized is the kubelet's Initialized condition: every init container

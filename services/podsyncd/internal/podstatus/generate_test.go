@@ -224,3 +224,38 @@ func TestInitializedCondition(t *testing.T) {
 		t.Errorf("no init containers: %+v", c)
 	}
 }
+
+// A sidecar (restartable init container) whose readiness probe has not
+// passed keeps the pod from being ready, with the kubelet's message, as a
+// regular container does (the conformance suite's "restartable init
+// container readiness probe, with initial delay").
+func TestSidecarReadinessGatesPodReady(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	p := pod(corev1.RestartPolicyAlways)
+	p.Spec.InitContainers = []corev1.Container{{Name: "side", RestartPolicy: &always}}
+	rt := podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{
+		cs("side", podruntime.StateRunning, 0, 0), cs("a", podruntime.StateRunning, 0, 0), cs("b", podruntime.StateRunning, 0, 0)}}
+	for _, tc := range []struct {
+		name    string
+		ready   map[string]bool
+		want    corev1.ConditionStatus
+		message string
+	}{
+		{"sidecar not ready", map[string]bool{"a1": true, "b1": true}, corev1.ConditionFalse, "containers with unready status: [side]"},
+		{"sidecar and b not ready", map[string]bool{"a1": true}, corev1.ConditionFalse, "containers with unready status: [side b]"},
+		{"all ready", map[string]bool{"side1": true, "a1": true, "b1": true}, corev1.ConditionTrue, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			started := map[string]bool{"side1": true, "a1": true, "b1": true}
+			st := Generate(Input{Pod: p, Runtime: &rt, ContainerID: func(id string) string { return id }, Now: time.Unix(1000, 0), Probes: probes{started, tc.ready}})
+			for _, c := range st.Conditions {
+				if c.Type != corev1.PodReady && c.Type != corev1.ContainersReady {
+					continue
+				}
+				if c.Status != tc.want || c.Message != tc.message {
+					t.Errorf("%s = %s %q, want %s %q", c.Type, c.Status, c.Message, tc.want, tc.message)
+				}
+			}
+		})
+	}
+}
