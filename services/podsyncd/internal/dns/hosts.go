@@ -26,8 +26,18 @@ const (
 // PodHostname is the pod's hostname and domain as the kubelet computes them:
 // spec.hostname or the pod name (cut to 63 characters without a trailing
 // '-' or '.'), and "<subdomain>.<ns>.svc.<cluster domain>" when
-// spec.subdomain is set.
+// spec.subdomain is set; spec.hostnameOverride, when set, is the hostname
+// and there is no domain.
 func PodHostname(pod *corev1.Pod, clusterDomain string) (hostname, domain string, err error) {
+	if o := pod.Spec.HostnameOverride; o != nil {
+		// HostnameOverride (beta, on by default since 1.35) replaces the
+		// hostname whole and leaves no domain, subdomain or not.
+		if msgs := validation.IsDNS1123Subdomain(*o); len(msgs) > 0 {
+			return "", "", fmt.Errorf("pod HostnameOverride %q is not a valid DNS subdomain: %s", *o, strings.Join(msgs, ";"))
+		}
+		hostname, err = truncateHostname(pod.Name, *o)
+		return hostname, "", err
+	}
 	hostname = pod.Name
 	if h := pod.Spec.Hostname; h != "" {
 		if msgs := validation.IsDNS1123Label(h); len(msgs) > 0 {
@@ -35,11 +45,8 @@ func PodHostname(pod *corev1.Pod, clusterDomain string) (hostname, domain string
 		}
 		hostname = h
 	}
-	if len(hostname) > maxHostnameLen {
-		hostname = strings.TrimRight(hostname[:maxHostnameLen], "-.")
-		if hostname == "" {
-			return "", "", fmt.Errorf("hostname for pod %q was invalid: %q", pod.Name, hostname)
-		}
+	if hostname, err = truncateHostname(pod.Name, hostname); err != nil {
+		return "", "", err
 	}
 	if s := pod.Spec.Subdomain; s != "" {
 		if msgs := validation.IsDNS1123Label(s); len(msgs) > 0 {
@@ -48,6 +55,19 @@ func PodHostname(pod *corev1.Pod, clusterDomain string) (hostname, domain string
 		domain = fmt.Sprintf("%s.%s.svc.%s", s, pod.Namespace, clusterDomain)
 	}
 	return hostname, domain, nil
+}
+
+// truncateHostname cuts a hostname to 63 characters without a trailing '-'
+// or '.', as the kubelet does.
+func truncateHostname(podName, hostname string) (string, error) {
+	if len(hostname) <= maxHostnameLen {
+		return hostname, nil
+	}
+	cut := strings.TrimRight(hostname[:maxHostnameLen], "-.")
+	if cut == "" {
+		return "", fmt.Errorf("hostname for pod %q was invalid: %q", podName, hostname)
+	}
+	return cut, nil
 }
 
 // MountsEtcHosts says whether the container gets the managed hosts file:

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 const loopback = "# Kubernetes-managed hosts file.\n" +
@@ -70,15 +71,19 @@ func TestPodHostname(t *testing.T) {
 	tests := []struct {
 		name, podName, hostname, subdomain string
 		wantHost, wantDomain, wantErr      string
+		override                           *string
 	}{
-		{"pod name", "p", "", "", "p", "", ""},
-		{"spec.hostname", "p", "h", "s", "h", "s.ns.svc.cluster.local", ""},
-		{"cut to 63 without trailing dash", long, "", "", long[:62], "", ""},
-		{"invalid hostname", "p", "Bad_Name", "", "", "", `pod Hostname "Bad_Name" is not a valid DNS label`},
+		{"pod name", "p", "", "", "p", "", "", nil},
+		{"hostnameOverride wins over hostname and subdomain", "p", "h", "s", "override.example.host", "", "", ptr.To("override.example.host")},
+		{"hostnameOverride cut to 63", "p", "", "", long[:62], "", "", ptr.To(long[:62] + ".bcdef")},
+		{"invalid hostnameOverride", "p", "", "", "", "", `pod HostnameOverride "Bad_Name" is not a valid DNS subdomain`, ptr.To("Bad_Name")},
+		{"spec.hostname", "p", "h", "s", "h", "s.ns.svc.cluster.local", "", nil},
+		{"cut to 63 without trailing dash", long, "", "", long[:62], "", "", nil},
+		{"invalid hostname", "p", "Bad_Name", "", "", "", `pod Hostname "Bad_Name" is not a valid DNS label`, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tc.podName, Namespace: "ns"}, Spec: corev1.PodSpec{Hostname: tc.hostname, Subdomain: tc.subdomain}}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tc.podName, Namespace: "ns"}, Spec: corev1.PodSpec{Hostname: tc.hostname, Subdomain: tc.subdomain, HostnameOverride: tc.override}}
 			h, d, err := PodHostname(pod, "cluster.local")
 			if tc.wantErr != "" {
 				if err == nil || len(err.Error()) < len(tc.wantErr) || err.Error()[:len(tc.wantErr)] != tc.wantErr {
