@@ -14,13 +14,24 @@ import (
 // Docker or the bridge plugin made.
 const RouteProtocol netlink.RouteProtocol = 0x6d // 'm'
 
-// NetlinkRoutes programs Routes into the main table of the current
-// network namespace.
-type NetlinkRoutes struct{}
+// NetlinkRoutes programs Routes into the main table of a network
+// namespace.
+type NetlinkRoutes struct {
+	// Handle is the namespace's netlink handle (netlink.NewHandleAt); nil:
+	// the calling thread's namespace, the host's in the DaemonSet.
+	Handle *netlink.Handle
+}
+
+func (n NetlinkRoutes) h() *netlink.Handle {
+	if n.Handle != nil {
+		return n.Handle
+	}
+	return &netlink.Handle{}
+}
 
 // List returns the IPv4 routes of the main table podnet installed.
-func (NetlinkRoutes) List() ([]Route, error) {
-	rs, err := netlink.RouteListFiltered(netlink.FAMILY_V4,
+func (n NetlinkRoutes) List() ([]Route, error) {
+	rs, err := n.h().RouteListFiltered(netlink.FAMILY_V4,
 		&netlink.Route{Table: unix.RT_TABLE_MAIN, Protocol: RouteProtocol},
 		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
 	if err != nil {
@@ -43,16 +54,16 @@ func (NetlinkRoutes) List() ([]Route, error) {
 }
 
 // Replace adds r or moves it to its new gateway.
-func (NetlinkRoutes) Replace(r Route) error {
-	if err := netlink.RouteReplace(toNetlink(r)); err != nil {
+func (n NetlinkRoutes) Replace(r Route) error {
+	if err := n.h().RouteReplace(toNetlink(r)); err != nil {
 		return fmt.Errorf("route replace %s: %w", r, err)
 	}
 	return nil
 }
 
 // Delete removes r.
-func (NetlinkRoutes) Delete(r Route) error {
-	if err := netlink.RouteDel(toNetlink(r)); err != nil {
+func (n NetlinkRoutes) Delete(r Route) error {
+	if err := n.h().RouteDel(toNetlink(r)); err != nil {
 		return fmt.Errorf("route del %s: %w", r, err)
 	}
 	return nil
