@@ -10,6 +10,11 @@
 # filesystem's directory.
 set -euo pipefail
 pkgs=(iptables conntrack)
+# A fresh container has no package lists: fetch them once.
+if ! apt-cache policy iptables | grep -q 'Candidate: [0-9]'; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq >&2
+fi
 closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
   --no-breaks --no-replaces --no-enhances "${pkgs[@]}" | grep -v '^ ' | grep -v '^<' | sort -u)
 pinned=$(for p in $closure; do echo "$p=$(apt-cache policy "$p" | sed -nE 's/^[[:space:]]*Candidate: (.*)/\1/p')"; done)
