@@ -65,8 +65,8 @@ func newNetns(t *testing.T) *netlink.Handle {
 	return h
 }
 
-// countingMasq counts EnsureMasquerade calls; iptables itself is covered
-// by the image (docs/cluster-addons.md).
+// countingMasq counts EnsureMasquerade calls; TestEnsureMasqueradeInNetns
+// runs the real iptables.
 type countingMasq struct {
 	mu    sync.Mutex
 	calls int

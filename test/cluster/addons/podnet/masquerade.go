@@ -35,30 +35,29 @@ func jumpRule(cluster netip.Prefix) []string {
 // image (the same backend as the node and kube-proxy: see
 // docs/cluster-addons.md).
 type Iptables struct {
-	// Path is the directory of iptables and iptables-restore; empty: $PATH.
-	Path string
+	// Prefix runs before each iptables command, e.g. ip netns exec NAME
+	// (tests); empty in the DaemonSet, which runs in the host's namespace.
+	Prefix []string
 }
 
-func (t Iptables) bin(name string) string {
-	if t.Path == "" {
-		return name
-	}
-	return strings.TrimRight(t.Path, "/") + "/" + name
+func (t Iptables) command(ctx context.Context, args ...string) *exec.Cmd {
+	all := append(append([]string{}, t.Prefix...), args...)
+	return exec.CommandContext(ctx, all[0], all[1:]...)
 }
 
 // EnsureMasquerade writes podnet's chain and the POSTROUTING jump to it.
 func (t Iptables) EnsureMasquerade(ctx context.Context, cluster netip.Prefix) error {
-	restore := exec.CommandContext(ctx, t.bin("iptables-restore"), "-w", "5", "--noflush")
+	restore := t.command(ctx, "iptables-restore", "-w", "5", "--noflush")
 	restore.Stdin = strings.NewReader(MasqueradeRules(cluster))
 	if out, err := restore.CombinedOutput(); err != nil {
 		return fmt.Errorf("iptables-restore: %w: %s", err, bytes.TrimSpace(out))
 	}
 	jump := jumpRule(cluster)
-	check := exec.CommandContext(ctx, t.bin("iptables"), append([]string{"-w", "5", "-t", "nat", "-C"}, jump...)...)
+	check := t.command(ctx, append([]string{"iptables", "-w", "5", "-t", "nat", "-C"}, jump...)...)
 	if check.Run() == nil {
 		return nil
 	}
-	add := exec.CommandContext(ctx, t.bin("iptables"), append([]string{"-w", "5", "-t", "nat", "-A"}, jump...)...)
+	add := t.command(ctx, append([]string{"iptables", "-w", "5", "-t", "nat", "-A"}, jump...)...)
 	if out, err := add.CombinedOutput(); err != nil {
 		return fmt.Errorf("iptables -t nat -A %s: %w: %s", strings.Join(jump, " "), err, bytes.TrimSpace(out))
 	}
