@@ -11,11 +11,15 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
 	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
+	"sigs.k8s.io/yaml"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/render.golden.yaml")
@@ -124,4 +128,40 @@ func stripComments(doc []byte) []byte {
 		}
 	}
 	return bytes.Join(out, []byte("\n"))
+}
+
+// TestRenderKubeProxyConfig decodes the kube-proxy ConfigMap's two files
+// strictly: the KubeProxyConfiguration into kube-proxy's own v1alpha1 type
+// and the kubeconfig with clientcmd, and checks what the cluster relies on.
+func TestRenderKubeProxyConfig(t *testing.T) {
+	out, err := Render(testValues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	var cm *v1.ConfigMap
+	for cm == nil {
+		doc, err := r.Read()
+		if err != nil {
+			t.Fatalf("no kube-proxy ConfigMap: %v", err)
+		}
+		var c v1.ConfigMap
+		if yaml.Unmarshal(doc, &c) == nil && c.Kind == "ConfigMap" && c.Name == "kube-proxy" {
+			cm = &c
+		}
+	}
+	var kp kubeproxyv1alpha1.KubeProxyConfiguration
+	if err := yaml.UnmarshalStrict([]byte(cm.Data["config.conf"]), &kp); err != nil {
+		t.Fatalf("config.conf: %v", err)
+	}
+	if kp.Mode != "iptables" || kp.ClusterCIDR != testValues.PodCIDR || kp.ClientConnection.Kubeconfig != "/var/lib/kube-proxy/kubeconfig.conf" {
+		t.Errorf("mode %q clusterCIDR %q kubeconfig %q", kp.Mode, kp.ClusterCIDR, kp.ClientConnection.Kubeconfig)
+	}
+	kc, err := clientcmd.Load([]byte(cm.Data["kubeconfig.conf"]))
+	if err != nil {
+		t.Fatalf("kubeconfig.conf: %v", err)
+	}
+	if server := kc.Clusters[kc.Contexts[kc.CurrentContext].Cluster].Server; server != "https://172.30.0.2:6443" {
+		t.Errorf("kube-proxy reaches the API server at %q, want the control plane's address", server)
+	}
 }
