@@ -19,9 +19,9 @@ const NetworkName = "podnet"
 const BridgeName = "podnet0"
 
 // Conflist renders the node's CNI configuration for podCIDR: a bridge
-// with its gateway on the first address, host-local IPAM handing out the
-// rest, a default route through the bridge, portmap for hostPort, and
-// loopback. Masquerade is left to podnet (ipMasq off), which knows the
+// with its gateway on the first address and the pod's default route
+// through it, host-local IPAM handing out the rest, portmap for hostPort,
+// and loopback. Masquerade is left to podnet (ipMasq off), which knows the
 // whole cluster's pod network; the bridge plugin would only exempt the
 // node's own range.
 func Conflist(podCIDR string) ([]byte, error) {
@@ -46,7 +46,8 @@ func Conflist(podCIDR string) ([]byte, error) {
 				"ipam": m{
 					"type":   "host-local",
 					"ranges": [][]m{{{"subnet": p.String()}}},
-					"routes": []m{{"dst": "0.0.0.0/0"}},
+					// No "routes": isDefaultGateway adds the pod's default
+					// route, and a second one fails the ADD (file exists).
 				},
 			},
 			{"type": "portmap", "capabilities": m{"portMappings": true}},
