@@ -74,7 +74,9 @@ func (e nsExec) ExecPlugin(ctx context.Context, plugin string, stdin []byte, env
 	return out, nil
 }
 
-func (e nsExec) Decode(b []byte) (version.PluginInfo, error) { return (&version.PluginDecoder{}).Decode(b) }
+func (e nsExec) Decode(b []byte) (version.PluginInfo, error) {
+	return (&version.PluginDecoder{}).Decode(b)
+}
 
 // inNetns runs f on a thread inside ns; sockets f opens stay there.
 func inNetns(t *testing.T, ns netns.NsHandle, f func()) {
