@@ -31,7 +31,7 @@ echo "build-addon-tool: building $name $version (cold: a few minutes on 2 cores)
 ldflags="-s -w"
 case $name in
   coredns) ldflags="$ldflags -X github.com/coredns/coredns/coremain.GitCommit=$version" ;;
-  metrics-server) ldflags="$ldflags -X sigs.k8s.io/metrics-server/pkg/version.gitVersion=$version -X sigs.k8s.io/metrics-server/pkg/version.gitCommit=$version -X sigs.k8s.io/metrics-server/pkg/version.buildDate=1970-01-01T00:00:00Z" ;;
+  metrics-server) ldflags="$ldflags -X k8s.io/client-go/pkg/version.gitVersion=$version -X k8s.io/client-go/pkg/version.gitCommit=$version -X k8s.io/client-go/pkg/version.buildDate=1970-01-01T00:00:00Z" ;;  # its Makefile stamps client-go's version package
 esac
 (cd "$mod" && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$bin.tmp" "$pkg")
 mv "$bin.tmp" "$bin"

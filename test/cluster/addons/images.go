@@ -192,12 +192,13 @@ func importImage(ctx context.Context, s imageSpec, log io.Writer) error {
 		args = append(args, "--change", c)
 	}
 	args = append(args, "-", s.name)
+	size := buf.Len()
 	cmd := exec.CommandContext(ctx, "docker", args...)
 	cmd.Stdin = &buf
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("docker import %s: %w: %s", s.name, err, bytes.TrimSpace(out))
 	}
-	fmt.Fprintf(log, "image %s: imported (content %s, %d MiB)\n", s.name, sum, buf.Len()>>20)
+	fmt.Fprintf(log, "image %s: imported (content %s, %d MiB)\n", s.name, sum, size>>20)
 	return nil
 }
 
