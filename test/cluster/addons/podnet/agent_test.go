@@ -187,7 +187,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	}
 }
 
-func setIP(ctx context.Context, t *testing.T, cs kubernetes.Interface, n *v1.Node, ip string) {
+func setIP(ctx context.Context, t testing.TB, cs kubernetes.Interface, n *v1.Node, ip string) {
 	t.Helper()
 	n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip}, {Type: v1.NodeHostName, Address: n.Name}}
 	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {

@@ -31,7 +31,7 @@ import (
 )
 
 // ip runs ip(8) and fails the test on error.
-func ip(t *testing.T, args ...string) {
+func ip(t testing.TB, args ...string) {
 	t.Helper()
 	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
@@ -40,7 +40,7 @@ func ip(t *testing.T, args ...string) {
 
 // namedNetns adds a named network namespace (so ip netns exec reaches it)
 // with lo up, deleted when the test ends.
-func namedNetns(t *testing.T, name string) netns.NsHandle {
+func namedNetns(t testing.TB, name string) netns.NsHandle {
 	t.Helper()
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		testenv.RequireOrSkip(t, "ip netns add (needs root): %v: %s", err, out)
@@ -79,7 +79,7 @@ func (e nsExec) Decode(b []byte) (version.PluginInfo, error) {
 }
 
 // inNetns runs f on a thread inside ns; sockets f opens stay there.
-func inNetns(t *testing.T, ns netns.NsHandle, f func()) {
+func inNetns(t testing.TB, ns netns.NsHandle, f func()) {
 	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -107,10 +107,39 @@ func inNetns(t *testing.T, ns netns.NsHandle, f func()) {
 // and the server sees the client's pod address (no masquerade inside the
 // pod network).
 func TestTwoNodesPodToPod(t *testing.T) {
+	dp := newDataplane(t)
+	conn := dp.dial(t, dp.pods[0], dp.pods[1])
+	msg := []byte("across nodes")
+	if _, err := conn.c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(conn.c, got); err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("echo %q, %v", got, err)
+	}
+	conn.c.Close()
+	if from := <-conn.seen; from != dp.pods[0].ip {
+		t.Errorf("server saw the client as %s, want its pod address %s", from, dp.pods[0].ip)
+	}
+	t.Logf("pod %s on %s reached pod %s on %s", dp.pods[0].ip, dp.pods[0].node, dp.pods[1].ip, dp.pods[1].node)
+}
+
+// pod is a network namespace attached to a node's pod network.
+type pod struct {
+	node, ip string
+	ns       netns.NsHandle
+}
+
+// dataplane is two nodes with podnet and three pods: pods[0] and pods[2]
+// on the first node, pods[1] on the second.
+type dataplane struct{ pods []pod }
+
+func newDataplane(t testing.TB) *dataplane {
+	t.Helper()
 	plugins := cninet.Plugins(t)
 	cp := controlplane.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	cs, err := kubernetes.NewForConfig(cp.AdminConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +148,7 @@ func TestTwoNodesPodToPod(t *testing.T) {
 	type node struct {
 		name, ns, addr, cidr string
 		h                    netns.NsHandle
-		conf                 string
+		conf, ipam           string
 	}
 	nodes := []*node{
 		{name: "dp-a", ns: tag + "-a", addr: "172.30.98.1", cidr: "10.244.101.0/24"},
@@ -128,6 +157,7 @@ func TestTwoNodesPodToPod(t *testing.T) {
 	for _, n := range nodes {
 		n.h = namedNetns(t, n.ns)
 		n.conf = filepath.Join(t.TempDir(), "net.d")
+		n.ipam = filepath.Join(t.TempDir(), "ipam") // one per node, as on a real node
 	}
 	ip(t, "link", "add", tag+"a", "netns", nodes[0].ns, "type", "veth", "peer", "name", tag+"b", "netns", nodes[1].ns)
 	for i, n := range nodes {
@@ -190,23 +220,22 @@ func TestTwoNodesPodToPod(t *testing.T) {
 
 	// One pod per node, attached with the agent's conflist (host-local's
 	// state kept in the test's directory).
-	podIPs := make([]string, 2)
-	podNS := make([]netns.NsHandle, 2)
-	for i, n := range nodes {
-		pod := n.ns + "-pod"
-		podNS[i] = namedNetns(t, pod)
+	dp := &dataplane{}
+	for i, n := range []*node{nodes[0], nodes[1], nodes[0]} {
+		name := fmt.Sprintf("%s-pod%d", n.ns, i)
+		podNS := namedNetns(t, name)
 		data, err := os.ReadFile(filepath.Join(n.conf, ConflistName))
 		if err != nil {
 			t.Fatal(err)
 		}
 		data = bytes.Replace(data, []byte(`"type": "host-local"`),
-			[]byte(fmt.Sprintf(`"type": "host-local", "dataDir": %q`, filepath.Join(t.TempDir(), "ipam"))), 1)
+			[]byte(fmt.Sprintf(`"type": "host-local", "dataDir": %q`, n.ipam)), 1)
 		list, err := libcni.ConfListFromBytes(data)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cni := libcni.NewCNIConfigWithCacheDir([]string{plugins}, t.TempDir(), &nsExec{ns: n.ns})
-		rc := &libcni.RuntimeConf{ContainerID: pod, NetNS: "/var/run/netns/" + pod, IfName: "eth0"}
+		rc := &libcni.RuntimeConf{ContainerID: name, NetNS: "/var/run/netns/" + name, IfName: "eth0"}
 		res, err := cni.AddNetworkList(ctx, list, rc)
 		if err != nil {
 			t.Fatalf("%s: CNI ADD: %v", n.name, err)
@@ -216,17 +245,30 @@ func TestTwoNodesPodToPod(t *testing.T) {
 		if err != nil || len(r.IPs) == 0 {
 			t.Fatalf("%s: CNI result %v: %v", n.name, res, err)
 		}
-		podIPs[i] = r.IPs[0].Address.IP.String()
+		dp.pods = append(dp.pods, pod{node: n.name, ip: r.IPs[0].Address.IP.String(), ns: podNS})
 	}
+	return dp
+}
 
-	var l net.Listener
-	inNetns(t, podNS[1], func() {
-		l, err = net.Listen("tcp", net.JoinHostPort(podIPs[1], "0"))
+// echoConn is a TCP connection from one pod to an echo server in another.
+type echoConn struct {
+	c    net.Conn
+	seen chan string // the client address the server saw, once it closes
+}
+
+func (dp *dataplane) dial(t testing.TB, from, to pod) echoConn {
+	t.Helper()
+	var (
+		l   net.Listener
+		err error
+	)
+	inNetns(t, to.ns, func() {
+		l, err = net.Listen("tcp", net.JoinHostPort(to.ip, "0"))
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	seen := make(chan string, 1)
 	go func() {
 		c, err := l.Accept()
@@ -239,24 +281,56 @@ func TestTwoNodesPodToPod(t *testing.T) {
 		seen <- c.RemoteAddr().(*net.TCPAddr).IP.String()
 	}()
 	var c net.Conn
-	inNetns(t, podNS[0], func() {
+	inNetns(t, from.ns, func() {
 		d := net.Dialer{Timeout: 10 * time.Second}
-		c, err = d.DialContext(ctx, "tcp", l.Addr().String())
+		c, err = d.Dial("tcp", l.Addr().String())
 	})
 	if err != nil {
-		t.Fatalf("pod on %s -> pod on %s (%s): %v", nodes[0].name, nodes[1].name, l.Addr(), err)
+		t.Fatalf("pod on %s -> pod on %s (%s): %v", from.node, to.node, l.Addr(), err)
 	}
-	msg := []byte("across nodes")
-	if _, err := c.Write(msg); err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() { c.Close() })
+	return echoConn{c: c, seen: seen}
+}
+
+// BenchmarkPodToPod measures TCP between pods through podnet's data path:
+// across nodes (pod, bridge, the node's route to the other node's pod
+// CIDR, veth, bridge, pod) against two pods on one node's bridge. Node
+// "wires" are veth pairs here, not the cluster's Docker network; the
+// numbers compare the paths on one host.
+//
+//	go test -run '^$' -bench PodToPod -benchtime 2s ./test/cluster/addons/podnet
+func BenchmarkPodToPod(b *testing.B) {
+	dp := newDataplane(b)
+	for _, path := range []struct {
+		name     string
+		from, to pod
+	}{{"cross-node", dp.pods[0], dp.pods[1]}, {"same-node", dp.pods[2], dp.pods[0]}} {
+		b.Run(path.name+"/throughput-1MiB", func(b *testing.B) {
+			conn := dp.dial(b, path.from, path.to)
+			out, in := make([]byte, 1<<20), make([]byte, 1<<20)
+			b.SetBytes(int64(len(out)))
+			b.ResetTimer()
+			for range b.N {
+				// Write while reading: the echo would stall once both
+				// directions' socket buffers are full.
+				go func() { _, _ = conn.c.Write(out) }()
+				if _, err := io.ReadFull(conn.c, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(path.name+"/round-trip-1B", func(b *testing.B) {
+			conn := dp.dial(b, path.from, path.to)
+			one := []byte{1}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := conn.c.Write(one); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(conn.c, one); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
-	got := make([]byte, len(msg))
-	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
-		t.Fatalf("echo %q, %v", got, err)
-	}
-	c.Close()
-	if from := <-seen; from != podIPs[0] {
-		t.Errorf("server saw the client as %s, want its pod address %s", from, podIPs[0])
-	}
-	t.Logf("pod %s on %s reached pod %s on %s", podIPs[0], nodes[0].name, podIPs[1], nodes[1].name)
 }
