@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -85,9 +85,9 @@ func TestCoreDNSAnswersFromAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := cs.CoreV1().Services("default").Create(ctx, &v1.Service{
+	svc, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "dns-probe"},
-		Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Port: 80}}},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -139,13 +139,13 @@ func TestRenderKubeProxyConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	var cm *v1.ConfigMap
+	var cm *corev1.ConfigMap
 	for cm == nil {
 		doc, err := r.Read()
 		if err != nil {
 			t.Fatalf("no kube-proxy ConfigMap: %v", err)
 		}
-		var c v1.ConfigMap
+		var c corev1.ConfigMap
 		if yaml.Unmarshal(doc, &c) == nil && c.Kind == "ConfigMap" && c.Name == "kube-proxy" {
 			cm = &c
 		}

@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/informers"
@@ -183,7 +183,7 @@ func (a *Agent) Sync(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (a *Agent) syncConflist(self *v1.Node) error {
+func (a *Agent) syncConflist(self *corev1.Node) error {
 	cidr, err := SelfPodCIDR(self, a.cluster)
 	if err != nil {
 		return err

@@ -14,7 +14,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	v1 "k8s.io/api/core/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -93,9 +93,9 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	}
 	mkNode := func(name, cidr, ip string) {
 		t.Helper()
-		n, err := cs.CoreV1().Nodes().Create(ctx, &v1.Node{
+		n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       v1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}},
+			Spec:       corev1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -187,9 +187,9 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	}
 }
 
-func setIP(ctx context.Context, t testing.TB, cs kubernetes.Interface, n *v1.Node, ip string) {
+func setIP(ctx context.Context, t testing.TB, cs kubernetes.Interface, n *corev1.Node, ip string) {
 	t.Helper()
-	n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip}, {Type: v1.NodeHostName, Address: n.Name}}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: n.Name}}
 	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

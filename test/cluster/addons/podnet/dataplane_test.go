@@ -20,7 +20,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	v1 "k8s.io/api/core/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -167,9 +167,9 @@ func newDataplane(t testing.TB) *dataplane {
 	}
 
 	for _, n := range nodes {
-		created, err := cs.CoreV1().Nodes().Create(ctx, &v1.Node{
+		created, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: n.name},
-			Spec:       v1.NodeSpec{PodCIDR: n.cidr, PodCIDRs: []string{n.cidr}},
+			Spec:       corev1.NodeSpec{PodCIDR: n.cidr, PodCIDRs: []string{n.cidr}},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"slices"
 
-	v1 "k8s.io/api/core/v1"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Route sends a pod CIDR to the node that owns it.
@@ -22,7 +22,7 @@ func (r Route) String() string { return r.Dst.String() + " via " + r.Via.String(
 // podCIDR or InternalIP yet are skipped (they get a route once the node
 // controller and the node agent fill them in); so are CIDRs outside
 // cluster, which podnet does not own.
-func DesiredRoutes(nodes []*v1.Node, self string, cluster netip.Prefix) []Route {
+func DesiredRoutes(nodes []*corev1.Node, self string, cluster netip.Prefix) []Route {
 	var out []Route
 	for _, n := range nodes {
 		if n.Name == self {
@@ -74,7 +74,7 @@ func DiffRoutes(current, desired []Route) (add, del []Route) {
 }
 
 // SelfPodCIDR is the node's IPv4 pod CIDR inside cluster.
-func SelfPodCIDR(n *v1.Node, cluster netip.Prefix) (netip.Prefix, error) {
+func SelfPodCIDR(n *corev1.Node, cluster netip.Prefix) (netip.Prefix, error) {
 	for _, c := range podCIDRs(n) {
 		p, err := netip.ParsePrefix(c)
 		if err == nil && p.Addr().Is4() && cluster.Contains(p.Addr()) {
@@ -84,7 +84,7 @@ func SelfPodCIDR(n *v1.Node, cluster netip.Prefix) (netip.Prefix, error) {
 	return netip.Prefix{}, fmt.Errorf("node %s: no IPv4 spec.podCIDR inside %s yet (%v)", n.Name, cluster, podCIDRs(n))
 }
 
-func podCIDRs(n *v1.Node) []string {
+func podCIDRs(n *corev1.Node) []string {
 	if len(n.Spec.PodCIDRs) > 0 {
 		return n.Spec.PodCIDRs
 	}
@@ -94,9 +94,9 @@ func podCIDRs(n *v1.Node) []string {
 	return nil
 }
 
-func internalIPv4(n *v1.Node) (netip.Addr, bool) {
+func internalIPv4(n *corev1.Node) (netip.Addr, bool) {
 	for _, a := range n.Status.Addresses {
-		if a.Type != v1.NodeInternalIP {
+		if a.Type != corev1.NodeInternalIP {
 			continue
 		}
 		if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() {

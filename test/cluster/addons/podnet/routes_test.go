@@ -5,12 +5,12 @@ import (
 	"slices"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func node(name, podCIDR string, addrs ...v1.NodeAddress) *v1.Node {
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+func node(name, podCIDR string, addrs ...corev1.NodeAddress) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if podCIDR != "" {
 		n.Spec.PodCIDR = podCIDR
 		n.Spec.PodCIDRs = []string{podCIDR}
@@ -19,7 +19,9 @@ func node(name, podCIDR string, addrs ...v1.NodeAddress) *v1.Node {
 	return n
 }
 
-func internal(ip string) v1.NodeAddress { return v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip} }
+func internal(ip string) corev1.NodeAddress {
+	return corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip}
+}
 
 var cluster = netip.MustParsePrefix("10.244.0.0/16")
 
@@ -32,10 +34,10 @@ func routes(s ...string) []Route {
 }
 
 func TestDesiredRoutes(t *testing.T) {
-	nodes := []*v1.Node{
+	nodes := []*corev1.Node{
 		node("self", "10.244.0.0/24", internal("172.30.0.2")),
 		node("b", "10.244.2.0/24", internal("172.30.0.4")),
-		node("a", "10.244.1.0/24", v1.NodeAddress{Type: v1.NodeHostName, Address: "a"}, internal("fd00::3"), internal("172.30.0.3")),
+		node("a", "10.244.1.0/24", corev1.NodeAddress{Type: corev1.NodeHostName, Address: "a"}, internal("fd00::3"), internal("172.30.0.3")),
 		node("no-cidr-yet", "", internal("172.30.0.5")),
 		node("no-ip-yet", "10.244.6.0/24"),
 		node("outside", "192.168.7.0/24", internal("172.30.0.7")),
