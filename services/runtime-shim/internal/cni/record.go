@@ -10,6 +10,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/microlet/microlet/services/runtime-shim/internal/checkpoint"
+
+	"github.com/microlet/microlet/internal/statefile"
 )
 
 // record is what the shim keeps of one sandbox's attachment: written
@@ -84,7 +86,7 @@ func (s records) get(id string) (*record, error) {
 	return r, nil
 }
 
-// put writes atomically (temp file, fsync, rename).
+// put writes crash-safely (statefile: temp file, fsync, rename, fsync dir).
 func (s records) put(r *record) error {
 	p, err := s.path(r.SandboxID)
 	if err != nil {
@@ -97,22 +99,7 @@ func (s records) put(r *record) error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	serr := tmp.Sync()
-	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	return nil
+	return statefile.WriteFile(p, data, 0o600)
 }
 
 func (s records) delete(id string) error {
