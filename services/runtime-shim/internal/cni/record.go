@@ -60,6 +60,17 @@ func (r *record) runtimeConf() *libcni.RuntimeConf {
 	return &libcni.RuntimeConf{ContainerID: r.SandboxID, NetNS: netns, IfName: r.IfName, Args: r.Args, CapabilityArgs: r.CapabilityArgs}
 }
 
+// corruptRecordError is a record file that does not decode.
+type corruptRecordError struct {
+	path string
+	err  error
+}
+
+func (e *corruptRecordError) Error() string {
+	return fmt.Sprintf("network record %s: %v", e.path, e.err)
+}
+func (e *corruptRecordError) Unwrap() error { return e.err }
+
 // records is the directory of attachment records.
 type records struct{ dir string }
 
@@ -81,7 +92,7 @@ func (s records) get(id string) (*record, error) {
 	}
 	r := &record{}
 	if err := json.Unmarshal(data, r); err != nil {
-		return nil, fmt.Errorf("network record %s: %w", p, err)
+		return nil, &corruptRecordError{path: p, err: err}
 	}
 	return r, nil
 }
