@@ -36,16 +36,18 @@ func Is(data []byte) bool {
 
 // Decode decodes a KubeletConfiguration strictly: an unknown or duplicated
 // field, a value of the wrong type or another apiVersion is an error in the
-// apimachinery decoder's words. The result is not defaulted.
+// apimachinery decoder's words. (The kubelet v1.36.3 retries a file that fails
+// strict decoding leniently and only logs the strict error; microlet refuses
+// it, so that no field is silently ignored.) The result is not defaulted.
 func Decode(data []byte) (*kubeletv1beta1.KubeletConfiguration, error) {
 	kc := &kubeletv1beta1.KubeletConfiguration{}
 	obj, gvk, err := codecs.UniversalDeserializer().Decode(data, nil, kc)
 	if err != nil {
-		return nil, fmt.Errorf("failed to decode: %w", err)
+		return nil, err
 	}
 	out, ok := obj.(*kubeletv1beta1.KubeletConfiguration)
 	if !ok {
-		return nil, fmt.Errorf("failed to decode: %v is not a %s", gvk, Kind)
+		return nil, fmt.Errorf("%v is not a %s", gvk, Kind)
 	}
 	return out, nil
 }
@@ -80,7 +82,7 @@ func LoadUndefaulted(name string) (*kubeletv1beta1.KubeletConfiguration, error) 
 	}
 	kc, err := Decode(data)
 	if err != nil {
-		return nil, fmt.Errorf(errFmt, name, fmt.Errorf("failed to decode, error: %w", err))
+		return nil, fmt.Errorf(errFmt, name, fmt.Errorf("failed to decode: %w", err))
 	}
 	resolveRelativePaths(kc, filepath.Dir(abs))
 	return kc, nil
