@@ -262,7 +262,7 @@ var Fields = []Field{
 	{Path: "makeIPTablesUtilChains", Owner: None},
 	{Path: "iptablesMasqueradeBit", Owner: None},
 	{Path: "iptablesDropBit", Owner: None},
-	{Path: "featureGates", Owner: Supervisor, Note: "consulted for defaulting and validation only"},
+	{Path: "featureGates", Owner: Supervisor, Note: "consulted by defaulting and validation only; microlet's services have no feature gates"},
 	{Path: "failSwapOn", Owner: Supervisor},
 	{Path: "memorySwap", Owner: PodSyncd},
 	{Path: "containerLogMaxSize", Owner: PodSyncd, Args: one(PodSyncd, "container-log-max-size", str(func(c *kc) string { return c.ContainerLogMaxSize }))},
@@ -314,7 +314,7 @@ var Fields = []Field{
 	{Path: "containerRuntimeEndpoint", Owner: Supervisor, Note: "when set, an external CRI replaces runtime-shim; unset keeps runtime-shim (the kubelet defaults to containerd)",
 		Args: one(Supervisor, "runtime-endpoint", str(func(c *kc) string { return c.ContainerRuntimeEndpoint }))},
 	{Path: "imageServiceEndpoint", Owner: Supervisor, Args: one(Supervisor, "image-endpoint", str(func(c *kc) string { return c.ImageServiceEndpoint }))},
-	{Path: "failCgroupV1", Owner: Supervisor},
+	{Path: "failCgroupV1", Owner: Supervisor, Note: "checked at start (validation), as the kubelet", Args: func(*kc) map[string][]string { return map[string][]string{} }},
 	{Path: "userNamespaces", Owner: PodSyncd},
 }
 
@@ -364,7 +364,7 @@ func Translate(kc, set *kubeletv1beta1.KubeletConfiguration) Translation {
 		if !f.Implemented() {
 			got, _ := Value(kc, f.Path)
 			want, _ := Value(def, f.Path)
-			if !reflect.DeepEqual(got, want) && f.Path != "featureGates" {
+			if !reflect.DeepEqual(got, want) {
 				tr.Unimplemented = append(tr.Unimplemented, f.Path)
 			}
 			continue

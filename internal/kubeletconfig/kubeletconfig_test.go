@@ -121,6 +121,8 @@ func TestValidateAllAtOnce(t *testing.T) {
 func TestDefaultsValid(t *testing.T) {
 	kc := &kubeletv1beta1.KubeletConfiguration{}
 	SetDefaults(kc)
+	defer func(f func() bool) { cgroupV1 = f }(cgroupV1)
+	cgroupV1 = func() bool { return false }
 	if err := Validate(kc); err != nil {
 		t.Fatalf("defaults are invalid: %v", err)
 	}
@@ -200,4 +202,18 @@ func metavDuration(s string) metav1.Duration {
 		panic(err)
 	}
 	return metav1.Duration{Duration: d}
+}
+
+func TestCgroupV1(t *testing.T) {
+	defer func(f func() bool) { cgroupV1 = f }(cgroupV1)
+	cgroupV1 = func() bool { return true }
+	kc := &kubeletv1beta1.KubeletConfiguration{}
+	SetDefaults(kc)
+	if err := Validate(kc); err == nil || !strings.Contains(err.Error(), "kubelet is configured to not run on a host using cgroup v1") {
+		t.Errorf("cgroup v1 host with failCgroupV1 defaulted: err = %v", err)
+	}
+	kc.FailCgroupV1 = ptr.To(false)
+	if err := Validate(kc); err != nil {
+		t.Errorf("failCgroupV1: false: %v", err)
+	}
 }

@@ -2,7 +2,9 @@ package kubeletconfig
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
+	"unicode"
 
 	v1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -16,7 +18,9 @@ import (
 // covers the rules on fields of the top level, shutdown, swap, crash-loop
 // back-off, taints, topology, node allocatable enforcement and hairpin mode;
 // the rules that need the kubelet's internal packages (feature gate names,
-// logging, tracing, reserved memory, image patterns, CPU manager options)
+// logging, tracing, reserved memory, image patterns, CPU manager options,
+// reserved CPUs, hidden metrics version, feature-gate-only checks of MemoryQoS
+// and NodeLogQuery)
 // are not reproduced.
 func Validate(kc *kubeletv1beta1.KubeletConfiguration) error {
 	var errs []error
@@ -199,6 +203,49 @@ func Validate(kc *kubeletv1beta1.KubeletConfiguration) error {
 	if kc.ReservedSystemCPUs != "" && (len(kc.SystemReservedCgroup) > 0 || len(kc.KubeReservedCgroup) > 0) {
 		add("can't use reservedSystemCPUs (--reserved-cpus) with systemReservedCgroup (--system-reserved-cgroup) or kubeReservedCgroup (--kube-reserved-cgroup)")
 	}
+	if f := kc.MemoryThrottlingFactor; f != nil && (*f <= 0 || *f > 1.0) {
+		add("memoryThrottlingFactor %v must be greater than 0 and less than or equal to 1.0", *f)
+	}
+	switch kc.MemoryReservationPolicy {
+	case kubeletv1beta1.NoneMemoryReservationPolicy, kubeletv1beta1.TieredReservationMemoryReservationPolicy:
+	default:
+		add("option %q specified for memoryReservationPolicy. Valid options are %q or %q", kc.MemoryReservationPolicy,
+			kubeletv1beta1.NoneMemoryReservationPolicy, kubeletv1beta1.TieredReservationMemoryReservationPolicy)
+	}
+	if kc.ContainerRuntimeEndpoint == "" {
+		add("the containerRuntimeEndpoint was not specified or empty")
+	}
+	if kc.EnableSystemLogQuery != nil && *kc.EnableSystemLogQuery && (kc.EnableSystemLogHandler == nil || !*kc.EnableSystemLogHandler) {
+		add("enableSystemLogHandler is required for enableSystemLogQuery")
+	}
+	if i32(kc.ContainerLogMaxWorkers) < 1 {
+		add("containerLogMaxWorkers must be greater than or equal to 1")
+	}
+	if kc.ContainerLogMonitorInterval == nil || kc.ContainerLogMonitorInterval.Seconds() < 3 {
+		add("containerLogMonitorInterval must be a positive time duration greater than or equal to 3s")
+	}
+	if i32(kc.ContainerLogMaxFiles) <= 1 {
+		add("containerLogMaxFiles must be greater than 1")
+	}
+	if kc.PodLogsDir == "" {
+		add("podLogsDir was not specified")
+	}
+	if !filepath.IsAbs(kc.PodLogsDir) {
+		add("pod logs path %q must be absolute path", kc.PodLogsDir)
+	}
+	if filepath.Clean(kc.PodLogsDir) != kc.PodLogsDir {
+		add("pod logs path %q must be normalized", kc.PodLogsDir)
+	}
+	for _, c := range kc.PodLogsDir {
+		if c > unicode.MaxASCII {
+			// The kubelet's wording, typo included.
+			add("pod logs path %q mut contains ASCII characters only", kc.PodLogsDir)
+			break
+		}
+	}
+	if err := validateOS(kc); err != nil {
+		errs = append(errs, err)
+	}
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -241,11 +288,13 @@ func validateEnforceNodeAllocatable(kc *kubeletv1beta1.KubeletConfiguration) []e
 	}
 	dup := map[string]bool{}
 	for _, v := range kc.EnforceNodeAllocatable {
+		if dup[v] {
+			errs = append(errs, fmt.Errorf(prefix+"duplicated enforcements %q in enforceNodeAllocatable (--enforce-node-allocatable)", v))
+			continue
+		}
+		dup[v] = true
 		switch v {
 		case pods:
-			if kc.CgroupsPerQOS != nil && !*kc.CgroupsPerQOS {
-				errs = append(errs, fmt.Errorf(prefix+"cgroupsPerQOS (--cgroups-per-qos) must be set to true when %q contained in enforceNodeAllocatable (--enforce-node-allocatable)", v))
-			}
 		case sys, sysC:
 			if kc.SystemReservedCgroup == "" {
 				errs = append(errs, fmt.Errorf(prefix+"systemReservedCgroup (--system-reserved-cgroup) must be specified when %q or %q included in enforceNodeAllocatable (--enforce-node-allocatable)", sys, sysC))
@@ -258,14 +307,15 @@ func validateEnforceNodeAllocatable(kc *kubeletv1beta1.KubeletConfiguration) []e
 			if len(kc.EnforceNodeAllocatable) > 1 {
 				errs = append(errs, fmt.Errorf(prefix+"enforceNodeAllocatable (--enforce-node-allocatable) may not contain additional enforcements when %q is specified", none))
 			}
+			continue
 		default:
 			errs = append(errs, fmt.Errorf(prefix+"option %q specified for enforceNodeAllocatable (--enforce-node-allocatable). Valid options are %q, %q, %q, %q, %q or %q",
 				v, pods, sys, sysC, kube, kubeC, none))
+			continue
 		}
-		if dup[v] {
-			errs = append(errs, fmt.Errorf(prefix+"duplicated enforcements %q in enforceNodeAllocatable (--enforce-node-allocatable)", v))
+		if kc.CgroupsPerQOS != nil && !*kc.CgroupsPerQOS {
+			errs = append(errs, fmt.Errorf(prefix+"cgroupsPerQOS (--cgroups-per-qos) must be set to true when %q contained in enforceNodeAllocatable (--enforce-node-allocatable)", v))
 		}
-		dup[v] = true
 	}
 	return errs
 }
