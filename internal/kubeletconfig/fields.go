@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
@@ -167,7 +168,8 @@ var Fields = []Field{
 	{Path: "tlsCipherSuites", Owner: NodeAPI},
 	{Path: "tlsCurvePreferences", Owner: NodeAPI},
 	{Path: "tlsMinVersion", Owner: NodeAPI},
-	{Path: "rotateCertificates", Owner: Supervisor, Note: "with a bootstrap kubeconfig the supervisor always renews the client certificate"},
+	{Path: "rotateCertificates", Owner: Supervisor, Note: "with --bootstrap-kubeconfig the supervisor requests and renews the client certificate (internal/nodecreds)",
+		Args: func(*kc) map[string][]string { return map[string][]string{} }},
 	{Path: "serverTLSBootstrap", Owner: NodeAPI, Args: one(NodeAPI, "rotate-server-certificates", boolv(func(c *kc) bool { return c.ServerTLSBootstrap }))},
 	{Path: "authentication", Owner: NodeAPI, Args: func(c *kc) map[string][]string {
 		a := c.Authentication
@@ -364,7 +366,7 @@ func Translate(kc, set *kubeletv1beta1.KubeletConfiguration) Translation {
 		if !f.Implemented() {
 			got, _ := Value(kc, f.Path)
 			want, _ := Value(def, f.Path)
-			if !reflect.DeepEqual(got, want) {
+			if !equality.Semantic.DeepEqual(got, want) {
 				tr.Unimplemented = append(tr.Unimplemented, f.Path)
 			}
 			continue

@@ -211,4 +211,3 @@ func CheckArgs(fs *pflag.FlagSet, args []string) error {
 	}
 	return nil
 }
-

@@ -217,3 +217,45 @@ func TestCgroupV1(t *testing.T) {
 		t.Errorf("failCgroupV1: false: %v", err)
 	}
 }
+
+// TestKubeadm: the KubeletConfiguration kubeadm v1.36.3 writes with its
+// defaults (testdata/kubeadm.yaml, from test/kubeletconfig/cmd/kubeadmconfig)
+// is accepted and sets nothing microlet does not implement.
+func TestKubeadm(t *testing.T) {
+	defer func(f func() bool) { cgroupV1 = f }(cgroupV1)
+	cgroupV1 = func() bool { return false }
+	set, err := LoadUndefaulted("testdata/kubeadm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := set.DeepCopy()
+	SetDefaults(kc)
+	if err := Validate(kc); err != nil {
+		t.Fatal(err)
+	}
+	tr := Translate(kc, set)
+	if len(tr.Unimplemented) != 0 {
+		t.Errorf("kubeadm's configuration warns about %v", tr.Unimplemented)
+	}
+	for svc, want := range map[string]string{
+		PodConfig: "--manifest-dir=/etc/kubernetes/manifests",
+		PodSyncd:  "--cluster-dns=10.96.0.10",
+		NodeAPI:   "--client-ca-file=/etc/kubernetes/pki/ca.crt",
+	} {
+		if !slices.Contains(tr.Args[svc], want) {
+			t.Errorf("%s args %v lack %q", svc, tr.Args[svc], want)
+		}
+	}
+}
+
+// TestDocsUpToDate fails when docs/kubelet-config-fields.md is not what
+// Markdown writes (make generate).
+func TestDocsUpToDate(t *testing.T) {
+	got, err := os.ReadFile("../../docs/kubelet-config-fields.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != Markdown() {
+		t.Error("docs/kubelet-config-fields.md is out of date: run make generate")
+	}
+}
