@@ -19,15 +19,18 @@ import (
 )
 
 // configArg returns the value of --config in args, "" without one.
-func configArg(args []string) string {
+func configArg(args []string) string { return flagArg(args, "config") }
+
+// flagArg returns the value of --name in args, "" without one.
+func flagArg(args []string, name string) string {
 	for i, a := range args {
 		if a == "--" {
 			break
 		}
-		if v, ok := strings.CutPrefix(a, "--config="); ok {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
 			return v
 		}
-		if a == "--config" && i+1 < len(args) {
+		if a == "--"+name && i+1 < len(args) {
 			return args[i+1]
 		}
 	}
@@ -58,17 +61,27 @@ func kubeletConfig(args []string) (*supervisor.Config, *kubeletv1beta1.KubeletCo
 		return nil, nil, nil, err
 	}
 	cfg := supervisor.DefaultConfig()
+	// microlet's own file, for what a KubeletConfiguration cannot say
+	// (bin_dir, per-service args and env, ...), under both the
+	// KubeletConfiguration and the flags.
+	own := flagArg(args, "microlet-config")
+	if own != "" {
+		if err := config.LoadFile(own, cfg); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	fs := pflag.NewFlagSet("microlet run", pflag.ContinueOnError)
 	fs.SortFlags = true
 	fs.String("config", path, "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) or microlet's own YAML")
+	fs.String("microlet-config", own, "with a KubeletConfiguration: microlet's own YAML file for what the KubeletConfiguration has no field for (bin_dir, args, env); the KubeletConfiguration and the flags override it")
 	var kf kubeletconfig.Flags
 	kubeletconfig.AddFlags(fs, &kf, kc)
-	own, _, err := config.FlagSet("microlet run", cfg)
+	ownFS, _, err := config.FlagSet("microlet run", cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	// microlet's own run flags that the kubelet has no flag of that name.
-	own.VisitAll(func(f *pflag.Flag) {
+	ownFS.VisitAll(func(f *pflag.Flag) {
 		if fs.Lookup(f.Name) == nil {
 			fs.AddFlag(f)
 		}
@@ -97,8 +110,12 @@ func kubeletConfig(args []string) (*supervisor.Config, *kubeletv1beta1.KubeletCo
 			return nil, nil, nil, fmt.Errorf("%s: %w", a, err)
 		}
 	}
-	cfg.Kubeconfig = kf.Kubeconfig
-	cfg.BootstrapKubeconfig = kf.BootstrapKubeconfig
+	if kf.Kubeconfig != "" {
+		cfg.Kubeconfig = kf.Kubeconfig
+	}
+	if kf.BootstrapKubeconfig != "" {
+		cfg.BootstrapKubeconfig = kf.BootstrapKubeconfig
+	}
 	if kf.CertDir != "" {
 		cfg.CertDir = kf.CertDir
 	}
