@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
-	v1 "k8s.io/api/core/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cliflag "k8s.io/component-base/cli/flag"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -150,7 +150,7 @@ func (m *modeValue) Type() string       { return "string" }
 // taintsValue is --register-with-taints: key[=value]:Effect, comma-separated;
 // the first use replaces the file's list.
 type taintsValue struct {
-	p   *[]v1.Taint
+	p   *[]corev1.Taint
 	set bool
 }
 
@@ -176,7 +176,7 @@ func (t *taintsValue) Set(s string) error {
 			return fmt.Errorf("invalid taint spec: %v", spec)
 		}
 		k, v, _ := strings.Cut(kv, "=")
-		*t.p = append(*t.p, v1.Taint{Key: k, Value: v, Effect: v1.TaintEffect(effect)})
+		*t.p = append(*t.p, corev1.Taint{Key: k, Value: v, Effect: corev1.TaintEffect(effect)})
 	}
 	return nil
 }

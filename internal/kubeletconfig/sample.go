@@ -1,7 +1,7 @@
 package kubeletconfig
 
 import (
-	v1 "k8s.io/api/core/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
@@ -27,7 +27,7 @@ var sample = func() *kubeletv1beta1.KubeletConfiguration {
 		SystemReserved:                       map[string]string{"cpu": "100m"},
 		KubeReserved:                         map[string]string{"cpu": "100m"},
 		AllowedUnsafeSysctls:                 []string{"net.core.somaxconn"},
-		RegisterWithTaints:                   []v1.Taint{{Key: "k", Effect: v1.TaintEffectNoSchedule}},
+		RegisterWithTaints:                   []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}},
 		ContainerRuntimeEndpoint:             "unix:///run/containerd/containerd.sock",
 		ImageServiceEndpoint:                 "unix:///run/containerd/containerd.sock",
 		Authentication: kubeletv1beta1.KubeletAuthentication{

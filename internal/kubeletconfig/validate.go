@@ -6,7 +6,7 @@ import (
 	"time"
 	"unicode"
 
-	v1 "k8s.io/api/core/v1"
+	corev1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -251,7 +251,7 @@ func Validate(kc *kubeletv1beta1.KubeletConfiguration) error {
 
 // validTaint is the kubelet's check of a --register-with-taints entry: a
 // qualified key, a label-value value and a known effect.
-func validTaint(t v1.Taint) bool {
+func validTaint(t corev1.Taint) bool {
 	if len(validation.IsQualifiedName(t.Key)) > 0 {
 		return false
 	}
@@ -259,7 +259,7 @@ func validTaint(t v1.Taint) bool {
 		return false
 	}
 	switch t.Effect {
-	case v1.TaintEffectNoSchedule, v1.TaintEffectPreferNoSchedule, v1.TaintEffectNoExecute:
+	case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
 		return true
 	}
 	return false
