@@ -109,11 +109,11 @@ compose-down: ## stop the compose dev box and remove its containers and volumes
 	$(COMPOSE) $(COMPOSE_ARGS) down -v --remove-orphans
 
 # Kubernetes' own e2e suite on a cluster whose only node is microlet
-# (test/conformance, docs/conformance.md). FOCUS, SKIP, PROCS, RESULTS,
+# (test/conformance, docs/conformance.md). SUITE (node | nodeconformance), FOCUS, SKIP, PROCS, RESULTS,
 # DRY_RUN, RUNTIME_ONLY=1 (the upstream kubelet on runtime-shim as the node):
 # see hack/conformance.sh.
 .PHONY: conformance conformance-report
-conformance: ## run the sig-node [Conformance] e2e specs against one microlet node (RUNTIME_ONLY=1: the upstream kubelet on runtime-shim); rewrites docs/conformance.md (FOCUS/SKIP/PROCS pick others)
+conformance: ## run the sig-node [Conformance] e2e specs against one microlet node (RUNTIME_ONLY=1: the upstream kubelet on runtime-shim); rewrites docs/conformance.md (SUITE=nodeconformance, FOCUS/SKIP/PROCS pick others)
 	hack/conformance.sh
 
 conformance-report: ## regenerate docs/conformance.md from the recorded runs (test/conformance/runs/), or JUNIT="[NAME=]FILE ..."
