@@ -387,7 +387,10 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	}
 	// Which credentials pulled each image survives restarts, as the
 	// kubelet's <root>/image_manager.
-	pullPolicy, _ := pullmanager.NewPolicy(c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist) // validated in Register
+	pullPolicy, err := pullmanager.NewPolicy(c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist)
+	if err != nil {
+		return err
+	}
 	pullRecords, err := pullmanager.New(ctx, c.DataDir, pullPolicy, img, env.Log)
 	if err != nil {
 		return err
@@ -422,14 +425,23 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		Startup:        startup,
 	})
 	gc := containergc.New(rt, c.gcPolicy(), containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.ContainerLogSymlinkDir, Log: env.Log})
-	logPolicy, _ := c.logPolicy() // validated in Register
+	logPolicy, err := c.logPolicy()
+	if err != nil {
+		return err
+	}
 	go containerlogs.NewRotator(rt, logPolicy, env.Log, nil).Run(ctx, c.ContainerLogMonitorInterval)
 	imageGC := imagegc.New(rt, img, c.imagePolicy(), imagegc.Options{Recorder: recorder, NodeName: c.NodeName, Log: env.Log,
 		AfterPass: pullRecords.PruneUnknownRecords, Metrics: s.metrics})
 	go imageGC.Run(ctx, c.ImageGCPeriod)
 	summary := s.statsProvider(env, rt, img, cgroups != nil)
-	evCfg, _ := c.evictionConfig()                                                        // validated in Register
-	sysctls, _ := admission.NewSysctls(c.AllowedUnsafeSysctls, admission.KernelVersion()) // validated in Register
+	evCfg, err := c.evictionConfig()
+	if err != nil {
+		return err
+	}
+	sysctls, err := admission.NewSysctls(c.AllowedUnsafeSysctls, admission.KernelVersion())
+	if err != nil {
+		return err
+	}
 	evDeps := eviction.Deps{
 		Summary:          func(ctx context.Context) (*statsv1alpha1.Summary, error) { return summary.Summary(ctx, false) },
 		DedicatedImageFs: func(ctx context.Context) (bool, error) { return dedicatedImageFs(ctx, img, c.DataDir) },
