@@ -50,9 +50,15 @@ proto: ## regenerate the Go code from proto/ with buf
 check-proto: ## fail when the committed generated code differs from the protos
 	hack/check-proto.sh
 
-generate: ## regenerate podconfig's mirror of Kubernetes' internal core types (services/podconfig/gen)
+generate: ## regenerate podconfig's mirror of Kubernetes' internal core types (services/podconfig/gen), the kubelet's flag list, kubeadm's KubeletConfiguration and the KubeletConfiguration field table (docs/kubelet-config-fields.md)
 	cd services/podconfig/gen && $(GO) run ./cmd/gencore > ../internal/manifest/internal/core/zz_generated.types.go.tmp
 	mv services/podconfig/internal/manifest/internal/core/zz_generated.types.go.tmp services/podconfig/internal/manifest/internal/core/zz_generated.types.go
+	cd test/kubeletconfig && $(GO) run ./cmd/kubeletflags > ../../internal/kubeletconfig/kubelet_flags.txt.tmp
+	mv internal/kubeletconfig/kubelet_flags.txt.tmp internal/kubeletconfig/kubelet_flags.txt
+	cd test/kubeletconfig && $(GO) run ./cmd/kubeadmconfig > ../../internal/kubeletconfig/testdata/kubeadm.yaml.tmp
+	mv internal/kubeletconfig/testdata/kubeadm.yaml.tmp internal/kubeletconfig/testdata/kubeadm.yaml
+	$(GO) run ./internal/kubeletconfig/cmd/gendocs > docs/kubelet-config-fields.md.tmp
+	mv docs/kubelet-config-fields.md.tmp docs/kubelet-config-fields.md
 
 check-generate: ## fail when the committed generated code differs from what make generate writes
 	hack/check-generate.sh
@@ -67,8 +73,9 @@ lint: ## go vet, golangci-lint, buf lint, tracked-file size guard
 test-deps: ## install what the tests need (Debian packages, cached builds)
 	hack/install-test-deps.sh
 
-test: test-deps ## run the whole test suite with the race detector, against the real control plane and Docker
+test: test-deps ## run the whole test suite with the race detector, against the real control plane and Docker (and test/kubeletconfig, which pins our KubeletConfiguration defaulting and validation to the kubelet's own)
 	MICROLET_REQUIRE_CONTROLPLANE=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	cd test/kubeletconfig && GOWORK=off $(GO) test -timeout $(TEST_TIMEOUT) ./...
 
 bench: ## run every benchmark that finishes in bounded time, short -benchtime (BENCH_SET=unit|node, HEAVY=1 adds the long runs, DRY_RUN=1 lists them; hack/bench.sh)
 	hack/bench.sh
@@ -102,11 +109,11 @@ compose-down: ## stop the compose dev box and remove its containers and volumes
 	$(COMPOSE) $(COMPOSE_ARGS) down -v --remove-orphans
 
 # Kubernetes' own e2e suite on a cluster whose only node is microlet
-# (test/conformance, docs/conformance.md). FOCUS, SKIP, PROCS, RESULTS,
+# (test/conformance, docs/conformance.md). SUITE (node | nodeconformance), FOCUS, SKIP, PROCS, RESULTS,
 # DRY_RUN, RUNTIME_ONLY=1 (the upstream kubelet on runtime-shim as the node):
 # see hack/conformance.sh.
 .PHONY: conformance conformance-report
-conformance: ## run the sig-node [Conformance] e2e specs against one microlet node (RUNTIME_ONLY=1: the upstream kubelet on runtime-shim); rewrites docs/conformance.md (FOCUS/SKIP/PROCS pick others)
+conformance: ## run the sig-node [Conformance] e2e specs against one microlet node (RUNTIME_ONLY=1: the upstream kubelet on runtime-shim); rewrites docs/conformance.md (SUITE=nodeconformance, FOCUS/SKIP/PROCS pick others)
 	hack/conformance.sh
 
 conformance-report: ## regenerate docs/conformance.md from the recorded runs (test/conformance/runs/), or JUNIT="[NAME=]FILE ..."

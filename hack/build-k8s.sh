@@ -5,6 +5,7 @@
 # for one build (flock). Prints the binary's path on stdout.
 #   hack/build-k8s.sh NAME        NAME: kube-apiserver, kube-scheduler,
 #                                 kube-controller-manager, kubectl or kubelet
+#                                 kube-proxy (the cluster add-on)
 #                                 (kubelet: only for make conformance RUNTIME_ONLY=1)
 # hack/build-<NAME>.sh call it.
 set -euo pipefail

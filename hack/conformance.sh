@@ -11,6 +11,11 @@
 # selection and prints passed / failed / skipped. Exit status 1 when a spec
 # failed. The default selection also rewrites docs/conformance.md.
 #
+#   SUITE=NAME    a named selection: node (the default, sig-node
+#                 [Conformance]) or nodeconformance (every [NodeConformance]
+#                 spec one node can run: no [Serial], [Disruptive], [Flaky],
+#                 [Slow], [Feature:...], and no DNS or Services specs, which
+#                 need a multi-node cluster); FOCUS/SKIP still override it
 #   FOCUS=RE      specs to run      (default: '\[sig-node\].*\[Conformance\]')
 #   SKIP=RE       specs to leave out (default: '\[Serial\]|\[Disruptive\]|\[Flaky\]')
 #   PROCS=N       parallel suite processes (default 3; 1 runs e2e.test alone)
@@ -34,8 +39,16 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 default_focus='\[sig-node\].*\[Conformance\]'
 default_skip='\[Serial\]|\[Disruptive\]|\[Flaky\]'
-focus=${FOCUS:-$default_focus}
-skip=${SKIP-$default_skip}
+suite_focus=$default_focus suite_skip=$default_skip
+case "${SUITE:-node}" in
+  node) ;;
+  nodeconformance)
+    suite_focus='\[NodeConformance\]'
+    suite_skip='\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Slow\]|\[Feature:|\[sig-network\] DNS|\[sig-network\] Services|DNS should|Services should' ;;
+  *) echo "hack/conformance.sh: SUITE=${SUITE} is not a selection (node, nodeconformance)" >&2; exit 2 ;;
+esac
+focus=${FOCUS:-$suite_focus}
+skip=${SKIP-$suite_skip}
 procs=${PROCS:-3}
 runtime_only=${RUNTIME_ONLY:-}
 [ "$runtime_only" != 0 ] || runtime_only=""

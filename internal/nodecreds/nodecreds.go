@@ -32,6 +32,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/microlet/microlet/internal/version"
+
+	"github.com/microlet/microlet/internal/statefile"
 )
 
 // ClientPairPrefix names the client certificate files in the certificate
@@ -373,12 +375,8 @@ func writeKubeconfig(cfg Config, boot *clientcmdapi.Config) error {
 	if err := os.MkdirAll(filepath.Dir(cfg.Kubeconfig), 0o755); err != nil {
 		return fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
 	}
-	tmp := cfg.Kubeconfig + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
-	}
-	if err := os.Rename(tmp, cfg.Kubeconfig); err != nil {
-		return fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+	if err := statefile.WriteFile(cfg.Kubeconfig, data, 0o600); err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
 	}
 	cfg.Log.Info("wrote node kubeconfig", "kubeconfig", cfg.Kubeconfig, "client_certificate", cfg.CurrentPairFile())
 	return nil

@@ -116,6 +116,13 @@ func imageTrees(src ImageSources) ([]namedTree, error) {
 	}
 	agn.symlink("agnhost-2", "agnhost")
 	agn.dir("uploads", 0o755)
+	// The real image has bash (its Dockerfile installs it); probe specs run
+	// /bin/bash -c with traps in it.
+	if src.Shell != "" {
+		if err := agn.addFile("bin/bash", src.Shell, 0o755); err != nil {
+			return nil, err
+		}
+	}
 	for _, prog := range src.AgnhostPrograms {
 		if err := agn.addProgram(prog); err != nil {
 			return nil, err

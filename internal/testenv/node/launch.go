@@ -18,6 +18,8 @@ import (
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
 	nodeapiv1 "github.com/microlet/microlet/proto/microlet/nodeapi/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
 )
 
 // Config is a node for Launch: what Start derives from the test and the
@@ -44,6 +46,13 @@ type Config struct {
 	Args map[string][]string
 	// Out receives microlet's output (every service's log); nil discards it.
 	Out io.Writer
+	// KubeletConfig, when set, configures the node the kubelet's way: it is
+	// written to kubelet-config.yaml and `microlet run` gets it with the
+	// kubelet's flags (--kubeconfig, --hostname-override, --node-ip) instead
+	// of ConnectedArgs; microlet.yaml (--microlet-config) then carries only
+	// what a KubeletConfiguration has no field for (the Docker label, the
+	// container log symlinks) and Args.
+	KubeletConfig *kubeletv1beta1.KubeletConfiguration
 }
 
 // RunDir, DataDir, ManifestDir and LogDir are the node's directories under Dir;
@@ -109,6 +118,12 @@ func Launch(c Config) (*Process, error) {
 		}
 	}
 	args := ConnectedArgs(c)
+	if c.KubeletConfig != nil {
+		args = map[string][]string{
+			components.RuntimeShim: {"--docker-instance=" + c.Instance},
+			components.PodSyncd:    {"--container-log-symlink-dir=" + filepath.Join(c.Dir, "containers")},
+		}
+	}
 	for svc, extra := range c.Args {
 		args[svc] = append(args[svc], extra...)
 	}
@@ -124,6 +139,20 @@ func Launch(c Config) (*Process, error) {
 	p.cmd = exec.Command(filepath.Join(c.Bins, "microlet"), "run", "--config", cfgPath,
 		"--run-dir", c.RunDir(), "--data-dir", c.DataDir(), "--node-name", c.Name,
 		"--kubeconfig", c.Kubeconfig, "--manifest-dir", c.ManifestDir(), "--bin-dir", c.Bins)
+	if c.KubeletConfig != nil {
+		data, err := yaml.Marshal(c.KubeletConfig)
+		if err != nil {
+			return nil, err
+		}
+		kcPath := filepath.Join(c.Dir, "kubelet-config.yaml")
+		if err := os.WriteFile(kcPath, data, 0o600); err != nil {
+			return nil, err
+		}
+		p.cmd = exec.Command(filepath.Join(c.Bins, "microlet"), "run", "--config", kcPath,
+			"--microlet-config", cfgPath, "--kubeconfig", c.Kubeconfig,
+			"--hostname-override", c.Name, "--node-ip", "127.0.0.1",
+			"--run-dir", c.RunDir(), "--data-dir", c.DataDir(), "--bin-dir", c.Bins)
+	}
 	if c.BootstrapKubeconfig != "" {
 		p.cmd.Args = append(p.cmd.Args, "--bootstrap-kubeconfig", c.BootstrapKubeconfig)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	"github.com/microlet/microlet/internal/testenv/registry"
 	nodeapiv1 "github.com/microlet/microlet/proto/microlet/nodeapi/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 // Options tune Start.
@@ -36,6 +37,10 @@ type Options struct {
 	// controlplane.GetFull(t) for a node whose pods may come from
 	// Deployments, Jobs and the scheduler.
 	ControlPlane *controlplane.ControlPlane
+	// KubeletConfig, when set, makes the node's configuration a
+	// KubeletConfiguration (Config.KubeletConfig): it gets the node's
+	// directory (Config) to place its paths in.
+	KubeletConfig func(Config) *kubeletv1beta1.KubeletConfiguration
 }
 
 // Node is one running microlet node.
@@ -106,6 +111,9 @@ func Start(t testing.TB, opts Options) *Node {
 	}
 	for svc, extra := range opts.Args {
 		cfg.Args[svc] = append(cfg.Args[svc], extra...)
+	}
+	if opts.KubeletConfig != nil {
+		cfg.KubeletConfig = opts.KubeletConfig(cfg)
 	}
 	n := &Node{
 		T: t, Name: name, Dir: dir, RunDir: cfg.RunDir(), ManifestDir: cfg.ManifestDir(),

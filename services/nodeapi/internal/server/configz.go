@@ -1,6 +1,10 @@
 package server
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
@@ -13,6 +17,15 @@ import (
 // configuration through the API server's node proxy understand it. Fields
 // other services own (pod sync, DNS, eviction) are left at their zero value.
 func (s *Server) configz() any {
+	if s.cfg.ConfigzFile != "" {
+		// Read on each request: the file is the supervisor's, written once
+		// before this service starts.
+		data, err := os.ReadFile(s.cfg.ConfigzFile)
+		if err != nil || !json.Valid(data) {
+			return map[string]string{"error": fmt.Sprintf("configz_file %s: unreadable or not JSON", s.cfg.ConfigzFile)}
+		}
+		return json.RawMessage(data)
+	}
 	c := &s.cfg
 	return &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:           metav1.TypeMeta{Kind: "KubeletConfiguration", APIVersion: kubeletv1beta1.SchemeGroupVersion.String()},

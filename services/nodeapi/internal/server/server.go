@@ -71,6 +71,10 @@ type Config struct {
 
 	EnableDebuggingHandlers bool          `yaml:"enable_debugging_handlers" flag:"enable-debugging-handlers" usage:"serve exec, attach, port-forward, run, containerLogs, runningpods and configz"`
 	RuntimeRequestTimeout   time.Duration `yaml:"runtime_request_timeout" flag:"runtime-request-timeout" usage:"timeout of one CRI call"`
+	// ConfigzFile is the node's effective KubeletConfiguration (JSON), which
+	// `microlet run --config kubelet-config.yaml` writes: /configz serves it
+	// instead of the fields of this service's own configuration.
+	ConfigzFile string `yaml:"configz_file" flag:"configz-file" usage:"JSON KubeletConfiguration that /configz serves (written by microlet run from a KubeletConfiguration file)"`
 }
 
 // DefaultConfig is the kubelet's defaults.

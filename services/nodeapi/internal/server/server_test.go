@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +80,27 @@ func TestConfigz(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("configz lacks %s: %s", want, b)
 		}
+	}
+}
+
+// TestConfigzFile: with configz_file, /configz serves that file (the node's
+// effective KubeletConfiguration), and says so when it cannot.
+func TestConfigzFile(t *testing.T) {
+	s := New()
+	s.cfg.ConfigzFile = filepath.Join(t.TempDir(), "kc.json")
+	want := `{"kind":"KubeletConfiguration","maxPods":42}`
+	if err := os.WriteFile(s.cfg.ConfigzFile, []byte(want), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(s.configz())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != want {
+		t.Errorf("configz = %s, want %s", b, want)
+	}
+	s.cfg.ConfigzFile += ".missing"
+	if b, _ := json.Marshal(s.configz()); !strings.Contains(string(b), "configz_file") {
+		t.Errorf("configz of a missing file = %s", b)
 	}
 }

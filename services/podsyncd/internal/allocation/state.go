@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/microlet/microlet/internal/statefile"
 )
 
 // PodResources are one pod's resources by container name, plus its
@@ -82,7 +84,8 @@ func Open(dir string) (*State, error) {
 	return s, nil
 }
 
-// saveLocked writes the checkpoint atomically (temp file, fsync, rename).
+// saveLocked writes the checkpoint crash-safely (statefile: temp file,
+// fsync, rename, fsync dir).
 func (s *State) saveLocked() error {
 	if s.path == "" {
 		return nil
@@ -91,24 +94,8 @@ func (s *State) saveLocked() error {
 	if err != nil {
 		return err
 	}
-	tmp := s.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("write allocation checkpoint: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write allocation checkpoint: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write allocation checkpoint: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write allocation checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp, s.path); err != nil {
-		return fmt.Errorf("write allocation checkpoint: %w", err)
+	if err := statefile.WriteFile(s.path, b, 0o600); err != nil {
+		return fmt.Errorf("allocation checkpoint: %w", err)
 	}
 	return nil
 }

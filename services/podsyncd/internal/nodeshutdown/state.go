@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/microlet/microlet/internal/statefile"
 )
 
 // StateFile is the name, in the data dir, of the record of the last
@@ -36,29 +37,12 @@ func LoadState(path string) (State, error) {
 	return s, nil
 }
 
-// StoreState writes s to path atomically (a temporary file synced, then renamed).
+// StoreState writes s to path crash-safely (statefile: temp file, fsync,
+// rename, fsync dir).
 func StoreState(path string, s State) error {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(b)
-	if werr == nil {
-		werr = f.Chmod(0o644)
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		_ = os.Remove(f.Name())
-		return werr
-	}
-	return os.Rename(f.Name(), path)
+	return statefile.WriteFile(path, b, 0o644) //nolint:gosec // read by tools as the kubelet's state file is
 }

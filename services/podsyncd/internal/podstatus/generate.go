@@ -194,7 +194,15 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 				started := false
 				cs.Started = &started
 			default:
+				// Created but not running: the last sync's error, if any,
+				// says why (RunContainerError when the start failed, then
+				// CrashLoopBackOff), as the kubelet's reason cache does.
 				cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+				if hasReason {
+					cs.State.Waiting.Reason, cs.State.Waiting.Message = reason.Reason, reason.Message
+				}
+				started := false
+				cs.Started = &started
 			}
 			if cs.LastTerminationState.Terminated == nil && latest.State != podruntime.StateExited {
 				if prev := in.Runtime.Previous(c.Name); prev != nil && prev.State == podruntime.StateExited {

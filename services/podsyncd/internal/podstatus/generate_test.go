@@ -259,3 +259,16 @@ func TestSidecarReadinessGatesPodReady(t *testing.T) {
 		})
 	}
 }
+
+// A container that was created but failed to start waits with the start's
+// error (RunContainerError), not ContainerCreating.
+func TestCreatedContainerShowsStartError(t *testing.T) {
+	rt := podruntime.PodStatus{Sandboxes: sb, Containers: []podruntime.ContainerStatus{cs("a", podruntime.StateCreated, 0, 0), cs("b", podruntime.StateCreated, 0, 0)}}
+	st := gen(pod(corev1.RestartPolicyAlways), rt, map[string]podruntime.Reason{"a": {Reason: "RunContainerError", Message: "exec: /bin/bash: not found"}}, false)
+	if w := st.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "RunContainerError" || w.Message != "exec: /bin/bash: not found" {
+		t.Fatalf("a: %+v", st.ContainerStatuses[0].State)
+	}
+	if w := st.ContainerStatuses[1].State.Waiting; w == nil || w.Reason != "ContainerCreating" {
+		t.Fatalf("b: %+v", st.ContainerStatuses[1].State)
+	}
+}

@@ -13,6 +13,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/microlet/microlet/internal/statefile"
 )
 
 // The kubelet's layout under its root directory.
@@ -38,6 +40,9 @@ func openStore(root string) (*store, error) {
 	s := &store{pulling: filepath.Join(root, dirName, pullingDir), pulled: filepath.Join(root, dirName, pulledDir)}
 	for _, d := range []string{s.pulling, s.pulled} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("image pull records: %w", err)
+		}
+		if _, err := statefile.Sweep(d); err != nil {
 			return nil, fmt.Errorf("image pull records: %w", err)
 		}
 	}
@@ -73,23 +78,14 @@ func decode(b []byte, kind string, into any) error {
 	return nil
 }
 
-// write replaces dir/name atomically (temporary file, rename).
+// write replaces dir/name crash-safely (statefile: temp file, fsync,
+// rename, fsync dir).
 func write(dir, name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, name)
-	tmp := path + tmpSuffix
-	if err := os.WriteFile(tmp, b, fileModeOwn); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return nil
+	return statefile.WriteFile(filepath.Join(dir, name), b, fileModeOwn)
 }
 
 func remove(path string) error {

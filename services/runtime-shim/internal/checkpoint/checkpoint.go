@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/microlet/microlet/internal/statefile"
 )
 
 // ErrNotFound is returned by Get for a sandbox without a checkpoint.
@@ -68,6 +70,10 @@ func NewStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint dir: %w", err)
 	}
+	// Temporary files of a write a crash interrupted are never read.
+	if _, err := statefile.Sweep(dir); err != nil {
+		return nil, fmt.Errorf("checkpoint dir: %w", err)
+	}
 	return &Store{dir: dir}, nil
 }
 
@@ -78,8 +84,8 @@ func (s *Store) path(id string) (string, error) {
 	return filepath.Join(s.dir, id+".json"), nil
 }
 
-// Put writes the checkpoint atomically (temp file + rename), so a crash
-// never leaves a half-written file behind.
+// Put writes the checkpoint crash-safely (statefile: temp file, fsync,
+// rename, fsync dir), so a crash never leaves a half-written file behind.
 func (s *Store) Put(sb Sandbox) error {
 	p, err := s.path(sb.ID)
 	if err != nil {
@@ -92,20 +98,7 @@ func (s *Store) Put(sb Sandbox) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		_ = tmp.Close()
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), p)
+	return statefile.WriteFile(p, b, 0o600)
 }
 
 // Get reads one checkpoint.

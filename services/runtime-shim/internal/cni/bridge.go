@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/microlet/microlet/internal/statefile"
 )
 
 // GeneratedFile is the configuration UpdatePodCIDR writes into the
@@ -55,13 +57,8 @@ func (m *Manager) UpdatePodCIDR(cidrs string) error {
 	if err := os.MkdirAll(m.opts.ConfDir, 0o755); err != nil {
 		return fmt.Errorf("cni conf dir: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
+	if err := statefile.WriteFile(path, data, 0o644); err != nil { //nolint:gosec // CNI plugins and operators read it
+		return err
 	}
 	m.log.Info("wrote the bridge pod network config", "file", path, "pod_cidr", cidrs, "bridge", m.opts.Bridge)
 	return nil

@@ -14,6 +14,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/microlet/microlet/internal/statefile"
 )
 
 // Defaults of the configuration and binary directories.
@@ -212,8 +214,39 @@ func (m *Manager) TearDown(ctx context.Context, sandboxID string) error {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
+	var corrupt *corruptRecordError
+	if errors.As(err, &corrupt) {
+		return m.tearDownCorrupt(ctx, sandboxID, corrupt)
+	}
 	if err != nil {
 		return err
+	}
+	return m.tearDown(ctx, rec)
+}
+
+// tearDownCorrupt handles a record that no longer decodes (a torn write
+// before statefile, a disk error): the file is moved aside, and DEL runs
+// best-effort with what is still known, the pinned namespace, the sandbox
+// ID and the network configured now, so IPAM releases the address. If no
+// network is configured, only the namespace is released; the sandbox is
+// never left failing teardown forever.
+func (m *Manager) tearDownCorrupt(ctx context.Context, sandboxID string, corrupt *corruptRecordError) error {
+	if _, err := statefile.Quarantine(m.log, corrupt.path, corrupt.err); err != nil {
+		return err
+	}
+	rec := &record{
+		SandboxID: sandboxID, NetNS: filepath.Join(m.opts.DataDir, "netns", sandboxID), IfName: IfName,
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_INFRA_CONTAINER_ID", sandboxID}},
+	}
+	n, err := m.current()
+	if err != nil {
+		m.log.Warn("no CNI network to run DEL with for a sandbox whose record was corrupt; releasing only its namespace", "sandbox", sandboxID, "err", err)
+		unpinNetNS(rec.NetNS)
+		return nil
+	}
+	rec.Network, rec.CNIVersion, rec.File = n.list.Name, n.list.CNIVersion, n.file
+	for _, p := range n.list.Plugins {
+		rec.Plugins = append(rec.Plugins, json.RawMessage(p.Bytes))
 	}
 	return m.tearDown(ctx, rec)
 }

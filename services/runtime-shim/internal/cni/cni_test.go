@@ -1,6 +1,7 @@
 package cni
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -155,5 +156,51 @@ func TestTearDownWithoutRecord(t *testing.T) {
 	}
 	if m.Attached("0123456789ab") || m.PodIPs("0123456789ab") != nil {
 		t.Fatal("never-attached sandbox reports an attachment")
+	}
+}
+
+// TestTearDownCorruptRecord garbles a sandbox's record: TearDown moves it
+// aside with a Warning line, runs DEL with the configured network for the
+// sandbox, and succeeds, instead of failing on every StopPodSandbox.
+func TestTearDownCorruptRecord(t *testing.T) {
+	conf, bin, data := t.TempDir(), t.TempDir(), t.TempDir()
+	var logBuf bytes.Buffer
+	m, err := New(Options{ConfDir: conf, BinDirs: []string{bin}, DataDir: data,
+		Log: slog.New(slog.NewTextHandler(&logBuf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := filepath.Join(t.TempDir(), "calls")
+	write(t, bin, "recorder", "#!/bin/sh\necho \"$CNI_COMMAND $CNI_CONTAINERID\" >> "+calls+"\n")
+	if err := os.Chmod(filepath.Join(bin, "recorder"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, conf, "10-rec.conflist", `{"cniVersion":"1.0.0","name":"rec","plugins":[{"type":"recorder"}]}`)
+	const id = "0123456789ab"
+	dir := filepath.Join(data, "sandboxes")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(dir, id+".json")
+	write(t, dir, id+".json", `{"sandbox_id":"0123`)
+
+	if err := m.TearDown(t.Context(), id); err != nil {
+		t.Fatalf("TearDown with a corrupt record: %v", err)
+	}
+	if _, err := os.Stat(rec); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("corrupt record still in place: %v", err)
+	}
+	aside, _ := filepath.Glob(rec + ".corrupt-*")
+	if len(aside) != 1 {
+		t.Fatalf("moved-aside files %v, want one", aside)
+	}
+	if b, _ := os.ReadFile(calls); string(b) != "DEL "+id+"\n" {
+		t.Fatalf("plugin calls %q, want one DEL for the sandbox", b)
+	}
+	if l := logBuf.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, aside[0]) {
+		t.Fatalf("log %q does not name the moved-aside file", l)
+	}
+	if m.Attached(id) || len(m.Sandboxes()) != 0 {
+		t.Fatal("sandbox still listed as attached")
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/microlet/microlet/services/runtime-shim/internal/checkpoint"
+
+	"github.com/microlet/microlet/internal/statefile"
 )
 
 // record is what the shim keeps of one sandbox's attachment: written
@@ -58,6 +60,17 @@ func (r *record) runtimeConf() *libcni.RuntimeConf {
 	return &libcni.RuntimeConf{ContainerID: r.SandboxID, NetNS: netns, IfName: r.IfName, Args: r.Args, CapabilityArgs: r.CapabilityArgs}
 }
 
+// corruptRecordError is a record file that does not decode.
+type corruptRecordError struct {
+	path string
+	err  error
+}
+
+func (e *corruptRecordError) Error() string {
+	return fmt.Sprintf("network record %s: %v", e.path, e.err)
+}
+func (e *corruptRecordError) Unwrap() error { return e.err }
+
 // records is the directory of attachment records.
 type records struct{ dir string }
 
@@ -79,12 +92,12 @@ func (s records) get(id string) (*record, error) {
 	}
 	r := &record{}
 	if err := json.Unmarshal(data, r); err != nil {
-		return nil, fmt.Errorf("network record %s: %w", p, err)
+		return nil, &corruptRecordError{path: p, err: err}
 	}
 	return r, nil
 }
 
-// put writes atomically (temp file, fsync, rename).
+// put writes crash-safely (statefile: temp file, fsync, rename, fsync dir).
 func (s records) put(r *record) error {
 	p, err := s.path(r.SandboxID)
 	if err != nil {
@@ -97,22 +110,7 @@ func (s records) put(r *record) error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	serr := tmp.Sync()
-	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	return nil
+	return statefile.WriteFile(p, data, 0o600)
 }
 
 func (s records) delete(id string) error {
