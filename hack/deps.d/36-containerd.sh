@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Builds (once, cached by version) containerd, containerd-shim-runc-v2 and ctr
+# for the cluster's node image (docs/cluster.md).
+set -euo pipefail
+"$(dirname "$0")/../build-containerd.sh" >/dev/null
