@@ -64,7 +64,7 @@ func TestBeyondConformanceTag(t *testing.T) {
 			return seen["k8s.io/test-condition1"] == c1 && seen["k8s.io/test-condition2"] == c2
 		}
 		setGates(corev1.ConditionTrue, corev1.ConditionFalse)
-		got = s.WaitPod("default", "gated", "not Ready with one gate False", func(p *corev1.Pod) bool {
+		s.WaitPod("default", "gated", "not Ready with one gate False", func(p *corev1.Pod) bool {
 			c := readyCond(p)
 			return c != nil && c.Status == corev1.ConditionFalse && c.Message == `the status of pod readiness gate "k8s.io/test-condition2" is not "True", but False`
 		})
