@@ -9,8 +9,9 @@ minor=$(sed -nE 's/^[[:space:]]*(require[[:space:]]+)?k8s.io\/kubernetes v1\.([0
 staging='api|apimachinery|client-go|component-helpers|component-base|cri-api|cri-client|cri-streaming|streaming|cloud-provider|apiserver|kubelet|controller-manager|kube-scheduler|mount-utils|csi-translation-lib|kms|apiextensions-apiserver|kube-aggregator|dynamic-resource-allocation|endpointslice|externaljwt'
 # Exempt: modules that only build a third-party release whose own go.mod
 # fixes its Kubernetes libraries (the cluster add-ons CoreDNS and
-# metrics-server, docs/cluster-addons.md); nothing of ours links them.
-exempt='^test/cluster/addons/(coredns|metrics-server)/go\.mod$'
+# metrics-server, docs/cluster-addons.md; the nodes' containerd,
+# docs/cluster.md); nothing of ours links them.
+exempt='^test/cluster/(addons/(coredns|metrics-server)|containerd)/go\.mod$'
 bad=0
 while IFS= read -r mod; do
   [[ "$mod" =~ $exempt ]] && continue
