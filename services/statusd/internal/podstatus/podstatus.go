@@ -265,11 +265,7 @@ func NeedsReconcile(apiPod *corev1.Pod, cached *corev1.PodStatus) bool {
 		// What would be sent: Ready judged on the gates' conditions the
 		// API shows.
 		want = cached.DeepCopy()
-		for _, c := range apiPod.Status.Conditions {
-			if !IsKubeletCondition(c.Type) {
-				want.Conditions = append(want.Conditions, c)
-			}
-		}
+		want.Conditions = append(want.Conditions, foreignConditions(apiPod.Status.Conditions, 0)...)
 		applyReadinessGates(apiPod, want, condition(st, corev1.PodReady))
 	}
 	return !EqualByKubelet(st, want)

@@ -105,12 +105,7 @@ func startedPrefix(list []corev1.ContainerStatus) []corev1.ContainerStatus {
 func Merge(pod *corev1.Pod, api, ours corev1.PodStatus, couldHaveRunningContainers bool) corev1.PodStatus {
 	out := *ours.DeepCopy()
 	toTerminal := !IsTerminal(api.Phase) && IsTerminal(ours.Phase)
-	conds := make([]corev1.PodCondition, 0, len(api.Conditions)+len(ours.Conditions))
-	for _, c := range api.Conditions {
-		if !IsKubeletCondition(c.Type) {
-			conds = append(conds, c)
-		}
-	}
+	conds := foreignConditions(api.Conditions, len(ours.Conditions))
 	for _, c := range ours.Conditions {
 		switch {
 		case IsKubeletCondition(c.Type):
@@ -327,4 +322,17 @@ func GateConditionsChanged(old, cur *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// foreignConditions returns the conditions of list the kubelet does not own
+// (written by others, such as readiness gates), in a slice with room for
+// extra more.
+func foreignConditions(list []corev1.PodCondition, extra int) []corev1.PodCondition {
+	out := make([]corev1.PodCondition, 0, len(list)+extra)
+	for _, c := range list {
+		if !IsKubeletCondition(c.Type) {
+			out = append(out, c)
+		}
+	}
+	return out
 }

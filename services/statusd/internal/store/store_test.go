@@ -54,6 +54,21 @@ func TestPutLoadDeleteReopen(t *testing.T) {
 // A damaged file (garbage, or a database cut short) is moved aside and a
 // fresh one opened; a record that does not decode is quarantined and the
 // rest load.
+// fill writes a store of 200 records at path, big enough to span many pages.
+func fill(t *testing.T, path string) {
+	t.Helper()
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if err := s.Put(Record{UID: fmt.Sprintf("u%d", i), Status: make([]byte, 512)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+}
+
 func TestCorruptFileAndRecords(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -65,32 +80,14 @@ func TestCorruptFileAndRecords(t *testing.T) {
 			}
 		}},
 		{"truncated", func(t *testing.T, path string) {
-			s, err := Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range 200 {
-				if err := s.Put(Record{UID: fmt.Sprintf("u%d", i), Status: make([]byte, 512)}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			_ = s.Close()
+			fill(t, path)
 			fi, _ := os.Stat(path)
 			if err := os.Truncate(path, fi.Size()/3); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"cut in half, then garbage (pages past the end: a SIGBUS if mapped)", func(t *testing.T, path string) {
-			s, err := Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range 200 {
-				if err := s.Put(Record{UID: fmt.Sprintf("u%d", i), Status: make([]byte, 512)}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			_ = s.Close()
+			fill(t, path)
 			b, _ := os.ReadFile(path)
 			if err := os.WriteFile(path, append(b[:len(b)/2:len(b)/2], "garbage"...), 0o600); err != nil {
 				t.Fatal(err)
