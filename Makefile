@@ -113,6 +113,22 @@ compose-down: ## stop the compose dev box and remove its containers and volumes
 # DRY_RUN, RUNTIME_ONLY=1 (the upstream kubelet on runtime-shim as the node):
 # see hack/conformance.sh.
 .PHONY: conformance conformance-report
+# The multi-node cluster (docs/cluster.md): kind-style node containers
+# running containerd and microlet, a control-plane node, the add-ons.
+NODES ?= 2
+CLUSTER_NAME ?= microlet
+CLUSTER = $(GO) run ./test/cluster/cmd/cluster
+
+.PHONY: cluster cluster-down cluster-load
+cluster: test-deps ## bring up a cluster: a control-plane node and NODES (default 2, up to 4) workers, microlet on containerd, kube-proxy, CoreDNS, metrics-server; prints export KUBECONFIG=...
+	$(CLUSTER) up -name $(CLUSTER_NAME) -workers $(NODES)
+
+cluster-down: ## remove every container, network and volume make cluster made
+	$(CLUSTER) down -name $(CLUSTER_NAME)
+
+cluster-load: ## load images from this machine's Docker into every node: make cluster-load IMAGE="name:tag ..."
+	$(CLUSTER) load -name $(CLUSTER_NAME) $(IMAGE)
+
 conformance: ## run the sig-node [Conformance] e2e specs against one microlet node (RUNTIME_ONLY=1: the upstream kubelet on runtime-shim); rewrites docs/conformance.md (SUITE=nodeconformance, FOCUS/SKIP/PROCS pick others)
 	hack/conformance.sh
 

@@ -4,8 +4,7 @@
 # the CNI portmap plugin, curl (a conformance image), script(1) (kubectl exec -t),
 # systemd-analyze (deploy/systemd), docker-compose (deploy/compose), dbus-daemon
 # (a private bus for the graceful node shutdown tests); for the cluster (docs/cluster.md):
-# gcc, pkg-config and libseccomp-dev (hack/build-runc.sh's static cgo build) and
-# debootstrap (the node image's Debian rootfs). apt-get runs
+# gcc, pkg-config and libseccomp-dev (hack/build-runc.sh's static cgo build). apt-get runs
 # only when something is missing. docs/testing.md lists every host fact.
 set -euo pipefail
 need=()
@@ -21,7 +20,6 @@ command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 [ -e /usr/include/seccomp.h ] || need+=(libseccomp-dev)
-command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
 docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo

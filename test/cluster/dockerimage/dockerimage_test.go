@@ -1,4 +1,4 @@
-package addons
+package dockerimage
 
 import (
 	"archive/tar"
@@ -14,6 +14,7 @@ import (
 
 // TestWriteTarIsStableAndComplete builds an image tree from a base
 // directory (a file, a symlink, a nested directory) plus an added binary
+// and an in-memory file
 // twice: the bytes are equal (so the content label only changes with the
 // content), the added file overrides the base's and the usual mount
 // points exist.
@@ -32,12 +33,12 @@ func TestWriteTarIsStableAndComplete(t *testing.T) {
 	must(os.WriteFile(filepath.Join(base, ".complete"), []byte("marker"), 0o644))
 	bin := filepath.Join(t.TempDir(), "podnet")
 	must(os.WriteFile(bin, []byte("new podnet"), 0o755))
-	spec := imageSpec{name: "x", base: base, files: map[string]string{"podnet": bin, "usr/local/bin/tool": bin}}
+	spec := Spec{Name: "x", Base: base, Files: map[string]string{"podnet": bin, "usr/local/bin/tool": bin}, Data: map[string]File{"etc/conf": {Body: []byte("c")}}}
 
 	var a, b bytes.Buffer
-	must(writeTar(&a, spec))
+	must(WriteTar(&a, spec))
 	must(os.Chtimes(bin, time0.Add(1e9), time0.Add(1e9))) // times do not count
-	must(writeTar(&b, spec))
+	must(WriteTar(&b, spec))
 	if !bytes.Equal(a.Bytes(), b.Bytes()) {
 		t.Error("two tars of the same content differ")
 	}
@@ -63,6 +64,9 @@ func TestWriteTarIsStableAndComplete(t *testing.T) {
 	}
 	if contents["podnet"] != "new podnet" {
 		t.Errorf("podnet = %q, want the added file over the base's", contents["podnet"])
+	}
+	if h := entries["etc/conf"]; h == nil || contents["etc/conf"] != "c" || h.Mode != 0o644 {
+		t.Errorf("in-memory file etc/conf: %+v %q, want mode 0644 and content c", h, contents["etc/conf"])
 	}
 	if h := entries["usr/sbin/iptables"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "xtables-nft-multi" {
 		t.Errorf("iptables link: %+v", h)

@@ -1,0 +1,74 @@
+#!/bin/bash
+# The microlet cluster node's init (docs/cluster.md): makes the container
+# look like a host to containerd and microlet, loads the images baked into
+# the node image, starts containerd, on the control-plane node also the
+# control plane, then runs microlet in the foreground, joining the cluster
+# with the bootstrap token in /cluster.
+set -euo pipefail
+log() { echo "microlet-node: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# Mounts: containers' volume mounts must propagate (mount --make-rshared
+# as on a systemd host); /sys and each cgroup v1 hierarchy are read-only in
+# a container that is not --privileged, and runc must write them.
+mount --make-rshared /
+mount -o remount,rw /sys || die "cannot remount /sys read-write: the node container needs CAP_SYS_ADMIN and --security-opt systempaths=unconfined"
+mount -o remount,rw /sys/fs/cgroup
+if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
+  for mnt in $(awk '$5 ~ "^/sys/fs/cgroup/" && / - cgroup / {print $5}' /proc/self/mountinfo); do
+    mount -o remount,rw,bind "$mnt"
+  done
+fi
+mkdir -p /var/log /var/lib/containerd /etc/cni/net.d
+# The pods' resolver (kubelet-config.yaml's resolvConf says why).
+echo "nameserver $MICROLET_NODE_IP" > /etc/kubernetes/resolv.conf
+touch /run/xtables.lock
+
+# containerd, restarted by this script's watchdog should it die.
+(
+  while true; do
+    containerd --config /etc/containerd/config.toml >>/var/log/containerd.log 2>&1 || true
+    log "containerd exited; restarting in 2s"
+    sleep 2
+  done
+) &
+for _ in $(seq 1 300); do
+  ctr version >/dev/null 2>&1 && break
+  sleep 0.2
+done
+ctr version >/dev/null 2>&1 || die "containerd did not answer on /run/containerd/containerd.sock within 60s; see /var/log/containerd.log: $(tail -5 /var/log/containerd.log)"
+
+# Images baked into the node image (pause and the add-ons), as kind does.
+for t in /opt/microlet/images/*.tar; do
+  [ -e "$t" ] || continue
+  ctr -n k8s.io images import --all-platforms --digests "$t" >/dev/null || die "import $t failed"
+done
+
+if [ "${MICROLET_CLUSTER_ROLE:-worker}" = control-plane ]; then
+  microlet-cluster controlplane -shared /cluster -ip "$MICROLET_NODE_IP" >>/var/log/controlplane.log 2>&1 &
+fi
+for _ in $(seq 1 900); do
+  [ -s /cluster/bootstrap-kubelet.conf ] && break
+  sleep 0.2
+done
+[ -s /cluster/bootstrap-kubelet.conf ] || die "no /cluster/bootstrap-kubelet.conf after 3 minutes: the control plane did not come up (its log: /var/log/controlplane.log on the control-plane node)"
+
+# microlet runs as a child, not exec'd: bash as PID 1 reaps the orphans
+# (containerd's shims re-parent to PID 1 when they daemonize) and passes
+# docker stop's SIGTERM on.
+# shellcheck disable=SC2086
+microlet run --config /etc/kubernetes/kubelet-config.yaml \
+  --bootstrap-kubeconfig /cluster/bootstrap-kubelet.conf --kubeconfig /var/lib/microlet/kubelet.conf \
+  --node-ip "$MICROLET_NODE_IP" ${MICROLET_NODE_ARGS:-} &
+mpid=$!
+trap 'kill -TERM "$mpid" 2>/dev/null' TERM INT
+set +e
+wait "$mpid"
+rc=$?
+# A trapped signal ends wait early: wait for microlet's own exit.
+while kill -0 "$mpid" 2>/dev/null; do
+  wait "$mpid"
+  rc=$?
+done
+log "microlet exited ($rc)"
+exit "$rc"
