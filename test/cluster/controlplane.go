@@ -57,7 +57,7 @@ func RunControlPlane(ctx context.Context, shared, ip string) error {
 	if err != nil {
 		return err
 	}
-	defer cp.Stop()
+	defer func() { _ = cp.Stop() }()
 	cs, err := kubernetes.NewForConfig(cp.AdminConfig())
 	if err != nil {
 		return err
