@@ -73,9 +73,10 @@ lint: ## go vet, golangci-lint, buf lint, tracked-file size guard
 test-deps: ## install what the tests need (Debian packages, cached builds)
 	hack/install-test-deps.sh
 
-test: test-deps ## run the whole test suite with the race detector, against the real control plane and Docker (and test/kubeletconfig, which pins our KubeletConfiguration defaulting and validation to the kubelet's own)
+test: test-deps ## run the whole test suite with the race detector, against the real control plane and Docker (and test/kubeletconfig, which pins our KubeletConfiguration defaulting and validation to the kubelet's own, and services/podsyncd/upstream, which pins our probes to the kubelet's probers)
 	MICROLET_REQUIRE_CONTROLPLANE=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	cd test/kubeletconfig && GOWORK=off $(GO) test -timeout $(TEST_TIMEOUT) ./...
+	cd services/podsyncd/upstream && GOWORK=off $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 bench: ## run every benchmark that finishes in bounded time, short -benchtime (BENCH_SET=unit|node, HEAVY=1 adds the long runs, DRY_RUN=1 lists them; hack/bench.sh)
 	hack/bench.sh

@@ -52,6 +52,15 @@ func findBuilt(name, env string) (string, error) {
 // hostCurl is the curl the agnhost image gets (Debian's package curl).
 const hostCurl = "/usr/bin/curl"
 
+// hostHostname is Debian's hostname (package hostname), linked against
+// glibc: the glibc-dns-testing image's.
+const hostHostname = "/bin/hostname"
+
+// hostDNSTools are the dnsutils programs (Debian's bind9-dnsutils) the
+// glibc-dns-testing image gets when the host has them; only the cluster's
+// DNS specs run them.
+var hostDNSTools = []string{"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/host"}
+
 // hostShell is the busybox image's sh (Debian's package bash-static):
 // ImageSources.Shell.
 const hostShell = "/bin/bash-static"
@@ -62,7 +71,8 @@ const BusyboxShPackage = "github.com/microlet/microlet/test/conformance/cmd/busy
 
 // DefaultImageSources are the images' inputs on this machine: the programs
 // as given (FindAgnhost, FindNonewprivs, microlet's pause, busybox-sh), Debian's
-// /bin/busybox, /bin/bash-static and /usr/bin/curl, and porter's certificate pair from the
+// /bin/busybox, /bin/bash-static, /usr/bin/curl and /bin/hostname (dig,
+// nslookup and host too when bind9-dnsutils is installed), and porter's certificate pair from the
 // agnhost sources of the pinned module (in the module cache).
 func DefaultImageSources(ctx context.Context, agnhost, nonewprivs, pause, busyboxSh string) (ImageSources, error) {
 	src := ImageSources{Agnhost: agnhost, Nonewprivs: nonewprivs, Busybox: "/bin/busybox", Shell: hostShell, ShellSwitch: busyboxSh, Pause: pause,
@@ -75,6 +85,15 @@ func DefaultImageSources(ctx context.Context, agnhost, nonewprivs, pause, busybo
 	}
 	if _, err := os.Stat(hostShell); err != nil {
 		return src, fmt.Errorf("the busybox image's sh is %s (apt-get install bash-static): %w", hostShell, err)
+	}
+	if _, err := os.Stat(hostHostname); err != nil {
+		return src, fmt.Errorf("the glibc-dns-testing image needs %s (apt-get install hostname): %w", hostHostname, err)
+	}
+	src.GlibcPrograms = []string{hostHostname}
+	for _, p := range hostDNSTools {
+		if _, err := os.Stat(p); err == nil {
+			src.GlibcPrograms = append(src.GlibcPrograms, p)
+		}
 	}
 	root, err := controlplane.RepoRoot()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,7 +22,8 @@ import (
 
 // Image names the suite pulls, exactly as k8s.io/kubernetes v1.36.3's
 // test/utils/image/manifest.go spells them (e2e.test --list-images). The
-// sig-node [Conformance] selection runs these; nothing else is prepared.
+// sig-node [Conformance] selection and the single-node [NodeConformance]
+// one (SUITE=nodeconformance) run these; nothing else is prepared.
 const (
 	AgnhostImage     = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
 	AgnhostPrevImage = "registry.k8s.io/e2e-test-images/agnhost:2.55"
@@ -30,6 +32,12 @@ const (
 	NginxImage       = "registry.k8s.io/e2e-test-images/nginx:1.15-4"
 	NonewprivsImage  = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
 	KittenImage      = "registry.k8s.io/e2e-test-images/kitten:1.8"
+	// NonRootImage runs as user 1234 by its own USER line (the runAsNonRoot
+	// spec "should run with an image specified user ID").
+	NonRootImage = "registry.k8s.io/e2e-test-images/nonroot:1.5"
+	// GlibcDNSTestingImage is Debian with dnsutils upstream: glibc programs
+	// (the hostnameOverride specs run its `hostname -f`; the DNS specs its dig).
+	GlibcDNSTestingImage = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0"
 )
 
 // labelContent is set on every image this package imports to the digest of
@@ -71,6 +79,13 @@ type ImageSources struct {
 	// their path in it: kitten.jpg and data.json from the module's
 	// test/images/kitten/html.
 	KittenFiles map[string]string
+	// GlibcPrograms are host programs linked against glibc that the
+	// glibc-dns-testing image gets at their own paths, with their shared
+	// libraries, over busybox's applets of the same name: Debian's
+	// /bin/hostname at least (its -f resolves through glibc and the pod's
+	// /etc/hosts, which the hostnameOverride specs check), dig and nslookup
+	// when the host has them.
+	GlibcPrograms []string
 }
 
 // PrepareImages imports into the local Docker engine every image the
@@ -165,6 +180,16 @@ func imageTrees(src ImageSources) ([]namedTree, error) {
 		return nil, err
 	}
 
+	// nonroot: upstream's is debian-base with `USER 1234` and nothing else;
+	// the specs run `id -u` in it.
+	nonroot := bb.clone()
+	nonroot.changes = []string{envPath, "USER 1234", `CMD ["sh"]`}
+
+	glibc, err := glibcDNSTree(bb, src.Shell, src.GlibcPrograms)
+	if err != nil {
+		return nil, err
+	}
+
 	return []namedTree{
 		{[]string{KittenImage}, kitten},
 		{[]string{BusyboxImage}, busybox},
@@ -172,7 +197,53 @@ func imageTrees(src ImageSources) ([]namedTree, error) {
 		{[]string{PauseImage}, pause},
 		{[]string{NginxImage}, nginx},
 		{[]string{NonewprivsImage}, nnp},
+		{[]string{NonRootImage}, nonroot},
+		{[]string{GlibcDNSTestingImage}, glibc},
 	}, nil
+}
+
+// nsswitch is Debian's /etc/nsswitch.conf (package libc-bin) for the
+// glibc image: names resolve through /etc/hosts before DNS. Without the
+// file glibc asks DNS first and stops at its "not found", so `hostname -f`
+// would never read the hosts file the kubelet writes.
+const nsswitch = `passwd:         files
+group:          files
+shadow:         files
+gshadow:        files
+hosts:          files dns
+networks:       files
+protocols:      db files
+services:       db files
+ethers:         db files
+rpc:            db files
+netgroup:       nis
+`
+
+// glibcDNSTree is the glibc-dns-testing image: upstream's is Debian
+// bookworm-slim with dnsutils, a glibc system whose CMD is bash. Here it
+// is busybox's applets with the given glibc programs of the host over
+// them (hostname, dig ...), Debian's nsswitch.conf, and the static bash
+// as /bin/bash.
+func glibcDNSTree(bb *tree, bash string, programs []string) (*tree, error) {
+	if len(programs) == 0 {
+		return nil, errors.New("the glibc-dns-testing image needs glibc programs (at least Debian's /bin/hostname)")
+	}
+	t := bb.clone()
+	for _, prog := range programs {
+		if err := t.addProgram(prog); err != nil {
+			return nil, err
+		}
+	}
+	t.text("etc/nsswitch.conf", nsswitch, 0o644)
+	cmd := `CMD ["sh"]`
+	if bash != "" {
+		if err := t.addFile("bin/bash", bash, 0o755); err != nil {
+			return nil, err
+		}
+		cmd = `CMD ["bash"]`
+	}
+	t.changes = []string{envPath, cmd}
+	return t, nil
 }
 
 // kittenOSRelease is the kitten stand-in's /etc/os-release: upstream's

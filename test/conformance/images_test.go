@@ -119,31 +119,17 @@ func TestBusyboxImageShell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := fmt.Sprintf("microlet-test/conformance-busybox:%d", time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var log bytes.Buffer
-	if err := importImage(ctx, img, []string{name}, &log); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", name).Run() })
+	name := importForTest(ctx, t, img, "busybox")
 
 	run := func(flags, env []string, cmd ...string) (string, int) {
 		t.Helper()
-		args := append([]string{"run", "--rm", "--label", "io.microlet.test=conformance-images"}, flags...)
+		flags = slices.Clone(flags)
 		for _, e := range env {
-			args = append(args, "-e", e)
+			flags = append(flags, "-e", e)
 		}
-		args = append(append(args, name), cmd...)
-		out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
-		var exit *exec.ExitError
-		switch {
-		case errors.As(err, &exit):
-			return string(out), exit.ExitCode()
-		case err != nil:
-			t.Fatalf("docker %v: %v: %s", args, err, out)
-		}
-		return string(out), 0
+		return dockerRun(ctx, t, name, flags, cmd...)
 	}
 
 	// The names the envFrom specs give: the ConfigMap's keys with the
@@ -185,6 +171,110 @@ func TestBusyboxImageShell(t *testing.T) {
 				t.Errorf("env %q: sh -c %q: %q exit %d, want %q exit %d", env, c.script, out, code, c.want, c.code)
 			}
 		}
+	}
+}
+
+// dockerRun runs cmd in a throw-away container of image with the extra
+// docker run flags and returns its output and exit code.
+func dockerRun(ctx context.Context, t *testing.T, image string, flags []string, cmd ...string) (string, int) {
+	t.Helper()
+	args := append([]string{"run", "--rm", "--label", "io.microlet.test=conformance-images"}, flags...)
+	args = append(append(args, image), cmd...)
+	out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return string(out), exit.ExitCode()
+	case err != nil:
+		t.Fatalf("docker %v: %v: %s", args, err, out)
+	}
+	return string(out), 0
+}
+
+// importForTest imports a tree under a unique test name, removed when the
+// test ends.
+func importForTest(ctx context.Context, t *testing.T, tr *tree, what string) string {
+	t.Helper()
+	name := fmt.Sprintf("microlet-test/conformance-%s:%d", what, time.Now().UnixNano())
+	var log bytes.Buffer
+	if err := importImage(ctx, tr, []string{name}, &log); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", name).Run() })
+	return name
+}
+
+// TestNonRootAndGlibcImages builds the nonroot and glibc-dns-testing
+// images as imageTrees does, imports them into Docker and runs in them
+// what the NodeConformance specs run: `id -u` in nonroot prints the
+// image's own user 1234 (runAsNonRoot "should run with an image specified
+// user ID"), and the hostnameOverride specs' `echo $(hostname)';'$(hostname
+// -f)';'` in glibc-dns-testing prints the name and the canonical name glibc
+// finds for it in the pod's /etc/hosts (the kubelet's file, bind-mounted
+// here as the runtime does).
+func TestNonRootAndGlibcImages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("imports images into Docker")
+	}
+	for _, f := range []string{"/bin/busybox", hostShell, hostHostname} {
+		if _, err := os.Stat(f); err != nil {
+			testenv.RequireOrSkip(t, "%v (apt-get install busybox-static bash-static hostname)", err)
+		}
+	}
+	if err := exec.Command("docker", "version").Run(); err != nil {
+		testenv.RequireOrSkip(t, "docker not reachable: %v", err)
+	}
+	bins := testenv.Build(t, nil, BusyboxShPackage)
+	src := ImageSources{Busybox: "/bin/busybox", Shell: hostShell, ShellSwitch: filepath.Join(bins, "busybox-sh"),
+		Agnhost: "/bin/busybox", Pause: "/bin/busybox", Nonewprivs: "/bin/busybox", GlibcPrograms: []string{hostHostname},
+		KittenFiles: map[string]string{"kitten.jpg": "/etc/hostname", "data.json": "/etc/hostname"}}
+	trees, err := imageTrees(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*tree{}
+	for _, nt := range trees {
+		for _, n := range nt.names {
+			byName[n] = nt.tree
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	nonroot := importForTest(ctx, t, byName[NonRootImage], "nonroot")
+	if out, code := dockerRun(ctx, t, nonroot, nil, "id", "-u"); out != "1234\n" || code != 0 {
+		t.Errorf("nonroot: id -u: %q exit %d, want the image's user 1234", out, code)
+	}
+	// The kubelet refuses runAsNonRoot for an image whose user is root or
+	// not numeric; this one is numeric and not root.
+	if out, code := dockerRun(ctx, t, nonroot, []string{"--entrypoint", ""}, "sh", "-c", "echo ok"); out != "ok\n" || code != 0 {
+		t.Errorf("nonroot: sh: %q exit %d", out, code)
+	}
+
+	glibc := importForTest(ctx, t, byName[GlibcDNSTestingImage], "glibc-dns-testing")
+	const script = "echo $(hostname)';'$(hostname -f)';'"
+	for _, tc := range []struct {
+		name, hostname, hosts, want string
+	}{
+		// What the kubelet writes for hostnameOverride: the name alone.
+		{"hostnameOverride", "override-host", "10.1.2.3\toverride-host\n", "override-host;override-host;\n"},
+		// A pod with a subdomain: the FQDN first, so -f prints it.
+		{"subdomain", "web-0", "10.1.2.3\tweb-0.sub.ns.svc.cluster.local\tweb-0\n", "web-0;web-0.sub.ns.svc.cluster.local;\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hosts := filepath.Join(t.TempDir(), "hosts")
+			if err := os.WriteFile(hosts, []byte("127.0.0.1\tlocalhost\n"+tc.hosts), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			flags := []string{"--network", "none", "--hostname", tc.hostname, "-v", hosts + ":/etc/hosts:ro"}
+			if out, code := dockerRun(ctx, t, glibc, flags, "sh", "-c", script); out != tc.want || code != 0 {
+				t.Errorf("%s: %q exit %d, want %q", script, out, code, tc.want)
+			}
+		})
+	}
+	// The image's default command is bash, as Debian's.
+	if out, code := dockerRun(ctx, t, glibc, nil, "bash", "-c", "echo $BASH_VERSION | cut -c1"); code != 0 || out == "" {
+		t.Errorf("bash: %q exit %d", out, code)
 	}
 }
 

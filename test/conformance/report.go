@@ -81,6 +81,10 @@ node's kubelet API (nodeapi) listens on 127.0.0.1, the node IP the API server di
   the agnhost build plus the module's kitten.jpg and data.json. The image volume spec
   pulls kitten with pullPolicy Always: runtime-shim pulls registry.k8s.io images from a
   local registry the harness serves kitten from (` + "`--registry-mirrors`" + `).
+  nonroot (the runAsNonRoot spec's) as busybox with ` + "`USER 1234`" + `, as upstream's debian-base
+  image; glibc-dns-testing (the hostnameOverride specs') as busybox with the host's glibc
+  ` + "`hostname`" + ` (and dig, nslookup, host when bind9-dnsutils is installed), Debian's
+  nsswitch.conf and bash-static as /bin/bash.
 `
 
 // oneColumn is said when only microlet's run is shown.

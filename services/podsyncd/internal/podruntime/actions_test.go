@@ -63,7 +63,7 @@ func TestComputePodActions(t *testing.T) {
 		{"onfailure restarts failure", onFailure, PodStatus{Sandboxes: readySandbox, Containers: []ContainerStatus{exited(onFailure, "a", 0), exited(onFailure, "b", 2)}},
 			Actions{SandboxID: "sb", NextInit: -1, Start: []int{1}, Kill: map[string]string{}}},
 		{"spec changed restarts", changed, PodStatus{Sandboxes: readySandbox, Containers: []ContainerStatus{running(always, "a"), running(always, "b")}},
-			Actions{SandboxID: "sb", NextInit: -1, Start: []int{1}, Kill: map[string]string{"b-id": "Container b definition changed"}}},
+			Actions{SandboxID: "sb", NextInit: -1, Start: []int{1}, Kill: map[string]string{"b-id": "Container b definition changed, will be restarted"}}},
 		{"sandbox died", always, PodStatus{Sandboxes: []SandboxStatus{{ID: "sb", Attempt: 0}}, Containers: []ContainerStatus{running(always, "a")}},
 			Actions{KillPod: true, CreateSandbox: true, SandboxAttempt: 1, NextInit: -1, Start: []int{0, 1}, Kill: map[string]string{}}},
 		{"finished pod gets no new sandbox", never, PodStatus{Sandboxes: []SandboxStatus{{ID: "sb"}}, Containers: []ContainerStatus{exited(never, "a", 0), exited(never, "b", 1)}},
@@ -117,9 +117,9 @@ func TestExpand(t *testing.T) {
 
 type failedLiveness map[string]bool
 
-func (f failedLiveness) LivenessFailed(c *corev1.Container, id string) (string, *int64, bool) {
+func (f failedLiveness) FailedProbe(_ *corev1.Container, id string) (string, *int64, bool) {
 	g := int64(5)
-	return "Container " + c.Name + " failed liveness probe, will be restarted", &g, f[id]
+	return "liveness", &g, f[id]
 }
 
 func (f failedLiveness) Started(*corev1.Container, string) bool { return true }
@@ -135,7 +135,7 @@ func TestLivenessFailureRestarts(t *testing.T) {
 		{corev1.RestartPolicyOnFailure, Actions{SandboxID: "sb", NextInit: -1, Start: []int{1},
 			Kill: map[string]string{"b-id": "Container b failed liveness probe, will be restarted"}, KillGrace: map[string]*int64{"b-id": &five}}},
 		{corev1.RestartPolicyNever, Actions{SandboxID: "sb", NextInit: -1,
-			Kill: map[string]string{"b-id": "Container b failed liveness probe, will be restarted"}, KillGrace: map[string]*int64{"b-id": &five}}},
+			Kill: map[string]string{"b-id": "Container b failed liveness probe"}, KillGrace: map[string]*int64{"b-id": &five}}},
 	} {
 		t.Run(string(tc.policy), func(t *testing.T) {
 			p := testPod(tc.policy, 0)

@@ -146,9 +146,10 @@ func (m *Manager) SetNodeInfo(f func(context.Context) ([]string, corev1.Resource
 // Health tells the manager which running containers failed their liveness or
 // startup probe and must be restarted (the prober implements it).
 type Health interface {
-	// LivenessFailed returns upstream's kill message and the probe's own
-	// termination grace period (nil for the pod's) when the container failed.
-	LivenessFailed(c *corev1.Container, id string) (message string, grace *int64, failed bool)
+	// FailedProbe names the probe the container failed ("liveness" or
+	// "startup", for the kill message) and returns that probe's own
+	// termination grace period (nil for the pod's).
+	FailedProbe(c *corev1.Container, id string) (probe string, grace *int64, failed bool)
 	// Started says whether a running container passed its startup probe
 	// (true when it has none): a sidecar gates the next init container and
 	// the app containers until then.
@@ -162,14 +163,14 @@ func (m *Manager) SetHealth(h Health) {
 	m.health = h
 }
 
-func (m *Manager) livenessFailed(c *corev1.Container, id string) (string, *int64, bool) {
+func (m *Manager) failedProbe(c *corev1.Container, id string) (string, *int64, bool) {
 	m.mu.Lock()
 	h := m.health
 	m.mu.Unlock()
 	if h == nil {
 		return "", nil, false
 	}
-	return h.LivenessFailed(c, id)
+	return h.FailedProbe(c, id)
 }
 
 func (m *Manager) started(c *corev1.Container, id string) bool {
@@ -390,8 +391,8 @@ func (m *Manager) ComputePodActions(pod *corev1.Pod, st *PodStatus) Actions {
 				if cs.Hash != HashContainer(c) {
 					a.Kill[cs.ID] = fmt.Sprintf("Init container %s definition changed", c.Name)
 					start = true
-				} else if msg, grace, failed := m.livenessFailed(c, cs.ID); failed {
-					a.Kill[cs.ID] = msg
+				} else if probe, grace, failed := m.failedProbe(c, cs.ID); failed {
+					a.Kill[cs.ID] = fmt.Sprintf("Init container %s failed %s probe", c.Name, probe)
 					if grace != nil {
 						if a.KillGrace == nil {
 							a.KillGrace = map[string]*int64{}
@@ -456,18 +457,22 @@ func (m *Manager) ComputePodActions(pod *corev1.Pod, st *PodStatus) Actions {
 			a.Start = append(a.Start, i)
 		case cs.State == StateRunning:
 			if cs.Hash != HashContainer(c) {
-				a.Kill[cs.ID] = fmt.Sprintf("Container %s definition changed", c.Name)
+				// Restarted whatever the restart policy, and the kill
+				// message says so, as the kubelet's does.
+				a.Kill[cs.ID] = fmt.Sprintf("Container %s definition changed, will be restarted", c.Name)
 				a.Start = append(a.Start, i)
-			} else if msg, grace, failed := m.livenessFailed(c, cs.ID); failed {
-				a.Kill[cs.ID] = msg
+			} else if probe, grace, failed := m.failedProbe(c, cs.ID); failed {
+				a.Kill[cs.ID] = fmt.Sprintf("Container %s failed %s probe", c.Name, probe)
 				if grace != nil {
 					if a.KillGrace == nil {
 						a.KillGrace = map[string]*int64{}
 					}
 					a.KillGrace[cs.ID] = grace
 				}
-				// A killed container exits non-zero: OnFailure restarts it too.
+				// A killed container exits non-zero: OnFailure restarts it
+				// too, and the kill message says so, as the kubelet's does.
 				if restartAllowed(pod, c, 137) {
+					a.Kill[cs.ID] += ", will be restarted"
 					a.Start = append(a.Start, i)
 				}
 			} else if !m.computeResize(pod, c, false, cs, &a) {

@@ -21,8 +21,8 @@ type probeHealth struct {
 	failed  map[string]bool
 }
 
-func (h probeHealth) LivenessFailed(c *corev1.Container, id string) (string, *int64, bool) {
-	return "Container " + c.Name + " failed startup probe, will be restarted", nil, h.failed[id]
+func (h probeHealth) FailedProbe(_ *corev1.Container, id string) (string, *int64, bool) {
+	return "startup", nil, h.failed[id]
 }
 
 func (h probeHealth) Started(_ *corev1.Container, id string) bool { return h.started[id] }
@@ -63,7 +63,7 @@ func TestComputePodActionsSidecars(t *testing.T) {
 		{"exited sidecar restarts before initialization", p, probeHealth{}, PodStatus{Sandboxes: sb, Containers: []ContainerStatus{exited(p, "sidecar", 1)}},
 			Actions{SandboxID: "sb", NextInit: 0, Kill: map[string]string{}}},
 		{"failed startup probe restarts the sidecar", p, probeHealth{failed: map[string]bool{"sidecar-id": true}}, PodStatus{Sandboxes: sb, Containers: []ContainerStatus{running(p, "sidecar")}},
-			Actions{SandboxID: "sb", NextInit: 0, Kill: map[string]string{"sidecar-id": "Container sidecar failed startup probe, will be restarted"}}},
+			Actions{SandboxID: "sb", NextInit: 0, Kill: map[string]string{"sidecar-id": "Init container sidecar failed startup probe"}}},
 		{"initialized pod restarts an exited sidecar beside the apps", p, probeHealth{},
 			PodStatus{Sandboxes: sb, Containers: []ContainerStatus{running(p, "a"), exited(p, "b", 0), exited(p, "sidecar", 1)}},
 			Actions{SandboxID: "sb", NextInit: -1, RestartSidecars: []int{0}, Start: []int{1}, Kill: map[string]string{}}},

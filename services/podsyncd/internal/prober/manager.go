@@ -29,7 +29,11 @@ const (
 )
 
 // RunFunc runs one probe once; Run is the real one, tests inject others.
-type RunFunc func(ctx context.Context, p *corev1.Probe, t Target) (Result, string)
+type RunFunc func(ctx context.Context, p *corev1.Probe, t Target) (Result, string, error)
+
+// maxRetries is how often a run that errored is tried again in the same
+// period before the error is reported, as the kubelet does.
+const maxRetries = 3
 
 // Manager owns the probe workers of every pod on the node.
 type Manager struct {
@@ -61,7 +65,7 @@ type verdict struct {
 // called (from a worker goroutine) when a verdict changes so that the pod is
 // synced and its status reported.
 func New(rt criexec.Execer, log *slog.Logger, onChange func(types.UID)) *Manager {
-	return NewWithRunner(func(ctx context.Context, p *corev1.Probe, t Target) (Result, string) {
+	return NewWithRunner(func(ctx context.Context, p *corev1.Probe, t Target) (Result, string, error) {
 		return Run(ctx, rt, p, t)
 	}, clock.RealClock{}, log, onChange)
 }
@@ -229,14 +233,17 @@ func (m *Manager) Ready(c *corev1.Container, id string) bool {
 	return v.result == Success
 }
 
-// LivenessFailed says whether the container must be killed: its liveness or
-// startup probe crossed its failure threshold. The message is upstream's.
-func (m *Manager) LivenessFailed(c *corev1.Container, id string) (string, *int64, bool) {
-	if v, ok := m.verdict(id, Startup); ok && v.result == Failure {
-		return fmt.Sprintf("Container %s failed startup probe, will be restarted", c.Name), c.StartupProbe.TerminationGracePeriodSeconds, true
+// FailedProbe says whether the container must be killed: its liveness or
+// startup probe crossed its failure threshold. probe is "liveness" or
+// "startup", as the kubelet names it in the kill message ("Container app
+// failed liveness probe"); grace is that probe's own termination grace
+// period, nil for the pod's.
+func (m *Manager) FailedProbe(c *corev1.Container, id string) (probe string, grace *int64, failed bool) {
+	if v, ok := m.verdict(id, Liveness); ok && v.result == Failure && c.LivenessProbe != nil {
+		return "liveness", c.LivenessProbe.TerminationGracePeriodSeconds, true
 	}
-	if v, ok := m.verdict(id, Liveness); ok && v.result == Failure {
-		return fmt.Sprintf("Container %s failed liveness probe, will be restarted", c.Name), c.LivenessProbe.TerminationGracePeriodSeconds, true
+	if v, ok := m.verdict(id, Startup); ok && v.result == Failure && c.StartupProbe != nil {
+		return "startup", c.StartupProbe.TerminationGracePeriodSeconds, true
 	}
 	return "", nil, false
 }
@@ -363,6 +370,16 @@ func (w *worker) loop() {
 	}
 }
 
+// record records a Warning event about the probed container, or logs it
+// when there is no recorder.
+func (w *worker) record(tg Target, reason, format string, args ...any) {
+	if rec := w.m.recorder(); rec != nil {
+		rec.Eventf(events.ContainerRef(tg.Pod, tg.Container), corev1.EventTypeWarning, reason, format, args...)
+	} else if w.m.log != nil {
+		w.m.log.Info("probe "+reason, "pod", tg.Pod.Namespace+"/"+tg.Pod.Name, "container", tg.Container.Name, "message", fmt.Sprintf(format, args...))
+	}
+}
+
 // probeOnce runs one probe period; true ends the worker.
 func (w *worker) probeOnce(ctx context.Context, start time.Time, initial time.Duration, success, failure int, last *Result, run *int) bool {
 	tg := w.snapshot()
@@ -378,31 +395,40 @@ func (w *worker) probeOnce(ctx context.Context, start time.Time, initial time.Du
 		return false
 	}
 	began := w.m.clock.Now()
-	res, msg := w.m.run(ctx, w.probe, tg)
+	var (
+		res Result
+		msg string
+		err error
+	)
+	for range maxRetries {
+		if res, msg, err = w.m.run(ctx, w.probe, tg); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
 	if ctx.Err() != nil {
 		return true
 	}
-	if res == Warning {
+	if err != nil {
+		// The probe could not be run: the kubelet reports it and keeps the
+		// last verdict.
+		w.record(tg, events.Unhealthy, "%s probe errored and resulted in %s state: %s", w.key.kind, res, err)
+		return false
+	}
+	switch res {
+	case Warning:
 		// A success the kubelet reports as a Warning event of its own.
-		if rec := w.m.recorder(); rec != nil {
-			rec.Eventf(events.ContainerRef(tg.Pod, tg.Container), corev1.EventTypeWarning, events.ProbeWarning, "%s probe warning: %s", w.key.kind, msg)
-		} else if w.m.log != nil {
-			w.m.log.Info("probe warning", "kind", string(w.key.kind), "pod", tg.Pod.Namespace+"/"+tg.Pod.Name, "container", tg.Container.Name, "output", msg)
-		}
-		res, msg = Success, ""
+		w.record(tg, events.ProbeWarning, "%s probe warning: %s", w.key.kind, msg)
+		res = Success
+	case Failure:
+		w.record(tg, events.Unhealthy, "%s probe failed: %s", w.key.kind, msg)
+	case Unknown:
+		res = Failure // an unjudged run without an error counts as a failure, unreported
 	}
 	w.m.probeMetrics().Probed(w.metricTarget(tg), resultLabel(res), w.m.clock.Since(began))
 	if res == *last {
 		*run++
 	} else {
 		*last, *run = res, 1
-	}
-	if res == Failure {
-		if rec := w.m.recorder(); rec != nil {
-			rec.Eventf(events.ContainerRef(tg.Pod, tg.Container), corev1.EventTypeWarning, events.Unhealthy, "%s probe failed: %s", w.key.kind, msg)
-		} else if w.m.log != nil {
-			w.m.log.Info("probe failed", "kind", string(w.key.kind), "pod", tg.Pod.Namespace+"/"+tg.Pod.Name, "container", tg.Container.Name, "output", msg)
-		}
 	}
 	if (res == Success && *run < success) || (res == Failure && *run < failure) {
 		return false

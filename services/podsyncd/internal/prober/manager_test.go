@@ -25,7 +25,7 @@ type script struct {
 	calls   chan Kind
 }
 
-func (s *script) run(_ context.Context, p *corev1.Probe, t Target) (Result, string) {
+func (s *script) run(_ context.Context, p *corev1.Probe, t Target) (Result, string, error) {
 	kind := Readiness
 	switch p {
 	case t.Container.LivenessProbe:
@@ -40,7 +40,7 @@ func (s *script) run(_ context.Context, p *corev1.Probe, t Target) (Result, stri
 	}
 	s.mu.Unlock()
 	s.calls <- kind
-	return r, "scripted"
+	return r, "scripted", nil
 }
 
 func podWith(c corev1.Container) (*corev1.Pod, *podruntime.PodStatus) {
@@ -127,10 +127,10 @@ func TestLivenessFailureAndStartupGate(t *testing.T) {
 		for k := waitCall(t, s); k != Liveness; k = waitCall(t, s) {
 		}
 	}
-	eventually(t, "liveness failure", func() bool { _, _, failed := m.LivenessFailed(spec, "c1"); return failed })
-	msg, g, _ := m.LivenessFailed(spec, "c1")
-	if msg != "Container app failed liveness probe, will be restarted" || g == nil || *g != 3 {
-		t.Fatalf("LivenessFailed = %q, %v", msg, g)
+	eventually(t, "liveness failure", func() bool { _, _, failed := m.FailedProbe(spec, "c1"); return failed })
+	probe, g, _ := m.FailedProbe(spec, "c1")
+	if probe != "liveness" || g == nil || *g != 3 {
+		t.Fatalf("FailedProbe = %q, %v", probe, g)
 	}
 	// Every failed run is an Unhealthy event in upstream's words.
 	for i := 0; i < 2; i++ {
@@ -141,7 +141,7 @@ func TestLivenessFailureAndStartupGate(t *testing.T) {
 	// The restarted instance is a new container ID with a clean slate.
 	st.Containers[0] = podruntime.ContainerStatus{ID: "c2", Name: "app", State: podruntime.StateRunning}
 	m.Sync(pod, st)
-	if _, _, failed := m.LivenessFailed(spec, "c1"); failed {
+	if _, _, failed := m.FailedProbe(spec, "c1"); failed {
 		t.Fatal("old instance's verdict kept")
 	}
 }
@@ -250,7 +250,7 @@ func TestProbeWarningIsSuccessWithEvent(t *testing.T) {
 		if ev := <-rec.Events; ev != "Warning ProbeWarning Liveness probe warning: scripted" {
 			t.Fatalf("event %d = %q", i, ev)
 		}
-		if _, _, failed := m.LivenessFailed(spec, "c1"); failed {
+		if _, _, failed := m.FailedProbe(spec, "c1"); failed {
 			t.Fatal("a probe warning failed the container")
 		}
 		eventually(t, "worker waiting on its ticker", func() bool { return clk.HasWaiters() })
@@ -285,4 +285,41 @@ func TestReadinessRunsWhenStartupSucceeds(t *testing.T) {
 	clk.Step(time.Second)
 	eventually(t, "started", func() bool { return m.Started(spec, "c1") })
 	eventually(t, "ready without the readiness period passing", func() bool { return m.Ready(spec, "c1") })
+}
+
+// A run that errored (the runtime failed the exec, the port does not
+// resolve) is tried three times in the period, as the kubelet does, then
+// reported once as "errored" and yields no verdict: a liveness probe with
+// a failure threshold of 1 leaves the container alive, and no run counts.
+func TestProbeErrorKeepsVerdict(t *testing.T) {
+	calls := make(chan struct{}, 10)
+	run := func(context.Context, *corev1.Probe, Target) (Result, string, error) {
+		calls <- struct{}{}
+		return Unknown, "", errors.New("boom")
+	}
+	m := NewWithRunner(run, clocktesting.NewFakeClock(time.Now()), nil, nil)
+	defer m.Stop()
+	rec := record.NewFakeRecorder(10)
+	m.SetRecorder(rec)
+	metrics := kubeletmetrics.New()
+	m.SetMetrics(metrics)
+	c := corev1.Container{Name: "app", LivenessProbe: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1}}
+	pod, st := podWith(c)
+	m.Sync(pod, st)
+	if ev := <-rec.Events; ev != "Warning Unhealthy Liveness probe errored and resulted in unknown state: boom" {
+		t.Fatalf("event %q", ev)
+	}
+	if n := len(calls); n != 3 {
+		t.Fatalf("%d runs in the period, want 3", n)
+	}
+	if _, _, failed := m.FailedProbe(&pod.Spec.Containers[0], "c1"); failed {
+		t.Fatal("an errored run failed the container")
+	}
+	got, err := testenv.GatherMetrics(metrics.Probes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["prober_probe_total"] != nil {
+		t.Fatalf("an errored run was counted: %v", got["prober_probe_total"])
+	}
 }
