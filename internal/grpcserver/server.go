@@ -93,17 +93,23 @@ func New(log *slog.Logger, opts ...Option) *Server {
 		// one limit, so a pod whose manifest podconfig accepted is not
 		// refused later as a status or a watch event.
 		grpc.MaxRecvMsgSize(grpcclient.MaxMessageSize),
+		// A socket.WithPeers listener's verdict on each peer reaches the
+		// calls, refused ones get PermissionDenied (before anything else
+		// runs, after logging so the refusal is in the log).
+		grpc.Creds(newPeerCreds()),
 		// Order: metrics outermost, then logging, recovery innermost so a panic
 		// is counted and logged as the Internal error it becomes. The stream
 		// cap sits after logging so a refused watch is logged and counted.
 		grpc.ChainUnaryInterceptor(
 			metrics.UnaryServerInterceptor(),
 			logging.UnaryServerInterceptor(logger, logOpts...),
+			unaryPeerCheck,
 			recovery.UnaryServerInterceptor(recover),
 		),
 		grpc.ChainStreamInterceptor(
 			metrics.StreamServerInterceptor(),
 			logging.StreamServerInterceptor(logger, logOpts...),
+			streamPeerCheck,
 			streamLimit(o.maxStreams),
 			recovery.StreamServerInterceptor(recover),
 		),
