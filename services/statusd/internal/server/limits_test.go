@@ -9,15 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/microlet/microlet/internal/grpcclient"
-	"github.com/microlet/microlet/internal/grpcserver"
-	"github.com/microlet/microlet/internal/socket"
+	"github.com/microlet/microlet/internal/service/servicetest"
 	"github.com/microlet/microlet/internal/testenv"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
 	"github.com/microlet/microlet/services/statusd/internal/cache"
@@ -26,31 +25,19 @@ import (
 
 // statusdOverSocket serves the statusd API from the real server bootstrap
 // (grpcserver, its limits included) on a unix socket.
-func statusdOverSocket(t *testing.T) (statusdv1.StatusServiceClient, *cache.Cache) {
-	t.Helper()
-	dir := testenv.ShortDir(t, "sdlim")
+func statusdOverSocket(tb testing.TB) (statusdv1.StatusServiceClient, *cache.Cache) {
+	tb.Helper()
+	dir := testenv.ShortDir(tb, "sdapi")
 	st, err := store.Open(DBPath(dir))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = st.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := &api{log: log}
+	tb.Cleanup(func() { _ = st.Close() })
+	a := &api{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	c := cache.New(st)
 	a.open(c)
-	srv := grpcserver.New(log)
-	statusdv1.RegisterStatusServiceServer(srv.GRPC(), a)
-	lis, err := socket.Listen(filepath.Join(dir, "s.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() { a.close(); srv.Stop(time.Second) })
-	cc, err := grpcclient.Dial(socket.Endpoint(lis.Addr().String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
+	tb.Cleanup(a.close)
+	cc := servicetest.ServeAPI(tb, filepath.Join(dir, "s.sock"), func(s *grpc.Server) { statusdv1.RegisterStatusServiceServer(s, a) })
 	return statusdv1.NewStatusServiceClient(cc), c
 }
 
