@@ -15,8 +15,11 @@ import (
 	"github.com/microlet/microlet/internal/socket"
 )
 
-// MaxMessageSize is the largest message accepted: a snapshot of thousands of
-// pods is far larger than gRPC's 4 MiB default.
+// MaxMessageSize is the largest message microlet's clients send and receive,
+// and the largest its servers (grpcserver) receive: one limit for both ends.
+// A snapshot of thousands of pods, or one pod whose manifest is as large as
+// podconfig accepts (10 MiB) with its status, is far larger than gRPC's
+// 4 MiB default.
 const MaxMessageSize = 256 << 20
 
 // Dial returns a lazily connecting client for a unix endpoint ("unix:///path"

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -18,7 +19,15 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+
+	"github.com/microlet/microlet/internal/grpcclient"
 )
+
+// DefaultMaxStreams is how many streaming calls (watches) one server keeps
+// open at once unless WithMaxStreams says otherwise. A node has a handful of
+// watchers per service (podsyncd, statusd, nodeapi, a CLI or two); the cap is
+// there so a caller that opens watches in a loop cannot exhaust the service.
+const DefaultMaxStreams = 64
 
 // Server wraps a grpc.Server with health, metrics, logging and recovery.
 type Server struct {
@@ -30,6 +39,7 @@ type Server struct {
 type options struct {
 	registry   prometheus.Registerer
 	reflection bool
+	maxStreams int
 	extra      []grpc.ServerOption
 }
 
@@ -42,6 +52,16 @@ func WithRegistry(reg prometheus.Registerer) Option { return func(o *options) { 
 // WithReflection enables the gRPC reflection service (debug mode only).
 func WithReflection(on bool) Option { return func(o *options) { o.reflection = on } }
 
+// WithMaxStreams caps the streaming calls open at once; the next one is
+// refused with ResourceExhausted until one ends. n <= 0 keeps the default.
+func WithMaxStreams(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxStreams = n
+		}
+	}
+}
+
 // WithServerOptions adds raw grpc.ServerOptions.
 func WithServerOptions(opts ...grpc.ServerOption) Option {
 	return func(o *options) { o.extra = append(o.extra, opts...) }
@@ -49,7 +69,7 @@ func WithServerOptions(opts ...grpc.ServerOption) Option {
 
 // New builds a server whose health reports NOT_SERVING until SetServing(true).
 func New(log *slog.Logger, opts ...Option) *Server {
-	o := options{}
+	o := options{maxStreams: DefaultMaxStreams}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -69,16 +89,28 @@ func New(log *slog.Logger, opts ...Option) *Server {
 	})
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(codeToLevel)}
 	sopts := []grpc.ServerOption{
+		// The server takes what microlet's clients may send (grpcclient):
+		// one limit, so a pod whose manifest podconfig accepted is not
+		// refused later as a status or a watch event.
+		grpc.MaxRecvMsgSize(grpcclient.MaxMessageSize),
+		// A socket.WithPeers listener's verdict on each peer reaches the
+		// calls, refused ones get PermissionDenied (before anything else
+		// runs, after logging so the refusal is in the log).
+		grpc.Creds(newPeerCreds()),
 		// Order: metrics outermost, then logging, recovery innermost so a panic
-		// is counted and logged as the Internal error it becomes.
+		// is counted and logged as the Internal error it becomes. The stream
+		// cap sits after logging so a refused watch is logged and counted.
 		grpc.ChainUnaryInterceptor(
 			metrics.UnaryServerInterceptor(),
 			logging.UnaryServerInterceptor(logger, logOpts...),
+			unaryPeerCheck,
 			recovery.UnaryServerInterceptor(recover),
 		),
 		grpc.ChainStreamInterceptor(
 			metrics.StreamServerInterceptor(),
 			logging.StreamServerInterceptor(logger, logOpts...),
+			streamPeerCheck,
+			streamLimit(o.maxStreams),
 			recovery.StreamServerInterceptor(recover),
 		),
 	}
@@ -90,6 +122,22 @@ func New(log *slog.Logger, opts ...Option) *Server {
 	}
 	metrics.InitializeMetrics(s.grpc)
 	return s
+}
+
+// streamLimit refuses a streaming call while max others are open. A watch
+// holds its goroutine and its per-watcher queue for as long as it lives, so
+// their number is what bounds a service's memory for watchers; each queue is
+// bounded by its owner (a watcher that falls behind is resynced or dropped).
+func streamLimit(max int) grpc.StreamServerInterceptor {
+	var open atomic.Int64
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if n := open.Add(1); n > int64(max) {
+			open.Add(-1)
+			return status.Errorf(codes.ResourceExhausted, "%s: %d streams already open, the most this service keeps; close a watch and retry", info.FullMethod, max)
+		}
+		defer open.Add(-1)
+		return handler(srv, ss)
+	}
 }
 
 // codeToLevel is the access log's level per answer. Routine answers are

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/socket"
+	"github.com/microlet/microlet/internal/testenv"
 )
 
 // panicky is a health server whose Check panics, to exercise recovery with a
@@ -143,5 +149,116 @@ func TestAccessLogLevels(t *testing.T) {
 		if got := codeToLevel(tc.code); got != tc.want {
 			t.Errorf("%v logged at %v, want %v", tc.code, got, tc.want)
 		}
+	}
+}
+
+// sizedAndStreaming answers UnaryCall with a payload of the size asked for
+// and holds StreamingOutputCall open after one message until the caller leaves.
+type sizedAndStreaming struct {
+	testgrpc.UnimplementedTestServiceServer
+}
+
+func (sizedAndStreaming) UnaryCall(_ context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	return &testgrpc.SimpleResponse{Payload: &testgrpc.Payload{Body: make([]byte, req.GetResponseSize())}}, nil
+}
+
+func (sizedAndStreaming) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, s testgrpc.TestService_StreamingOutputCallServer) error {
+	if err := s.Send(&testgrpc.StreamingOutputCallResponse{}); err != nil {
+		return err
+	}
+	<-s.Context().Done()
+	return nil
+}
+
+// serveSized serves sizedAndStreaming from New(opts) on a real socket and
+// dials it the way every microlet client does (grpcclient.Dial).
+func serveSized(t *testing.T, opts ...Option) testgrpc.TestServiceClient {
+	t.Helper()
+	dir := testenv.ShortDir(t, "gs")
+	lis, err := socket.Listen(filepath.Join(dir, "s.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
+	testgrpc.RegisterTestServiceServer(s.GRPC(), sizedAndStreaming{})
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(func() { s.Stop(time.Second) })
+	cc, err := grpcclient.Dial(socket.Endpoint(lis.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return testgrpc.NewTestServiceClient(cc)
+}
+
+// A request larger than gRPC's default 4 MiB receive limit (a pod whose
+// manifest podconfig accepted, 10 MiB, with its status) reaches the handler,
+// and an answer as large comes back.
+func TestServerAcceptsWhatClientsSend(t *testing.T) {
+	c := serveSized(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, size := range []int{5 << 20, 12 << 20} {
+		resp, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{
+			ResponseSize: int32(size),
+			Payload:      &testgrpc.Payload{Body: make([]byte, size)},
+		})
+		if err != nil {
+			t.Fatalf("%d MiB request: %v", size>>20, err)
+		}
+		if got := len(resp.GetPayload().GetBody()); got != size {
+			t.Fatalf("%d MiB answer: got %d bytes", size>>20, got)
+		}
+	}
+}
+
+// Streams beyond the cap are refused with ResourceExhausted naming the cap;
+// once one ends, a new one is taken again.
+func TestStreamCap(t *testing.T) {
+	const max = 3
+	c := serveSized(t, WithMaxStreams(max))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	open := func(ctx context.Context) (testgrpc.TestService_StreamingOutputCallClient, error) {
+		s, err := c.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+		if err != nil {
+			return nil, err
+		}
+		// The first message proves the handler runs (and holds its slot).
+		_, err = s.Recv()
+		return s, err
+	}
+	cancels := make([]context.CancelFunc, 0, max)
+	for i := 0; i < max; i++ {
+		sctx, scancel := context.WithCancel(ctx)
+		defer scancel()
+		if _, err := open(sctx); err != nil {
+			t.Fatalf("stream %d of %d: %v", i+1, max, err)
+		}
+		cancels = append(cancels, scancel)
+	}
+	_, err := open(ctx)
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "3 streams already open") {
+		t.Fatalf("stream over the cap: %v, want ResourceExhausted naming the cap", err)
+	}
+	// Unary calls are not streams: they still pass.
+	if _, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{}); err != nil {
+		t.Fatalf("unary call while streams are at the cap: %v", err)
+	}
+	cancels[0]()
+	// The server sees the cancellation on its own schedule; poll until the
+	// freed slot is taken, up to the test's deadline.
+	err = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		sctx, scancel := context.WithCancel(ctx)
+		_, err := open(sctx)
+		if status.Code(err) == codes.ResourceExhausted {
+			scancel()
+			return false, nil
+		}
+		t.Cleanup(scancel)
+		return true, err
+	})
+	if err != nil {
+		t.Fatalf("stream after one closed: %v", err)
 	}
 }

@@ -71,6 +71,8 @@ func AddFlags(fs *pflag.FlagSet, f *Flags, kc *kubeletv1beta1.KubeletConfigurati
 	fs.Int32Var(&kc.ReadOnlyPort, "read-only-port", kc.ReadOnlyPort, "readOnlyPort")
 	fs.StringVar(&kc.TLSCertFile, "tls-cert-file", kc.TLSCertFile, "tlsCertFile")
 	fs.StringVar(&kc.TLSPrivateKeyFile, "tls-private-key-file", kc.TLSPrivateKeyFile, "tlsPrivateKeyFile")
+	fs.StringSliceVar(&kc.TLSCipherSuites, "tls-cipher-suites", kc.TLSCipherSuites, "tlsCipherSuites")
+	fs.StringVar(&kc.TLSMinVersion, "tls-min-version", kc.TLSMinVersion, "tlsMinVersion")
 	fs.BoolVar(&kc.RotateCertificates, "rotate-certificates", kc.RotateCertificates, "rotateCertificates")
 	fs.BoolVar(&kc.ServerTLSBootstrap, "rotate-server-certificates", kc.ServerTLSBootstrap, "serverTLSBootstrap")
 	fs.StringVar(&kc.Authentication.X509.ClientCAFile, "client-ca-file", kc.Authentication.X509.ClientCAFile, "authentication.x509.clientCAFile")

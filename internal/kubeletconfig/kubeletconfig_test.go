@@ -146,6 +146,7 @@ func TestTranslate(t *testing.T) {
 	tr := Translate(kc, set)
 	for svc, want := range map[string][]string{
 		PodConfig:   {"--manifest-dir=/etc/kubernetes/manifests"},
+		NodeAPI:     {"--tls-min-version=VersionTLS13"},
 		NodeStatusd: {"--max-pods=30", "--node-status-update-frequency=4s", "--node-status-report-frequency=4s", "--eviction-hard=memory.available=100Mi,nodefs.available=5%"},
 		PodSyncd:    {"--eviction-hard=memory.available=100Mi,nodefs.available=5%"},
 	} {
@@ -158,7 +159,7 @@ func TestTranslate(t *testing.T) {
 	if !slices.Contains(tr.Supervisor, "--runtime-endpoint=unix:///run/containerd/containerd.sock") {
 		t.Errorf("supervisor args %v lack the runtime endpoint", tr.Supervisor)
 	}
-	if want := []string{"readOnlyPort", "tlsMinVersion"}; !reflect.DeepEqual(tr.Unimplemented, want) {
+	if want := []string{"readOnlyPort"}; !reflect.DeepEqual(tr.Unimplemented, want) {
 		t.Errorf("Unimplemented = %v, want %v", tr.Unimplemented, want)
 	}
 	// Unset, the runtime endpoint stays runtime-shim.

@@ -16,6 +16,8 @@ var sample = func() *kubeletv1beta1.KubeletConfiguration {
 		StaticPodURLHeader:                   map[string][]string{"A": {"b"}},
 		TLSCertFile:                          "/tls.crt",
 		TLSPrivateKeyFile:                    "/tls.key",
+		TLSMinVersion:                        "VersionTLS12",
+		TLSCipherSuites:                      []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"},
 		PreloadedImagesVerificationAllowlist: []string{"registry.k8s.io/pause"},
 		ClusterDomain:                        "cluster.local",
 		ClusterDNS:                           []string{"10.96.0.10"},

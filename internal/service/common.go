@@ -17,17 +17,23 @@ const DefaultDataDir = "/var/lib/microlet"
 //
 //	type Config struct { service.Common `yaml:",inline"` ... }
 type Common struct {
-	RunDir          string        `yaml:"run_dir" flag:"run-dir" usage:"directory of the services' unix sockets"`
-	Socket          string        `yaml:"socket" flag:"socket" usage:"socket path to listen on (default <run-dir>/<service socket>)"`
-	SocketGroup     string        `yaml:"socket_group" flag:"socket-group" usage:"group that owns the socket (mode 0660)"`
-	DataDir         string        `yaml:"data_dir" flag:"data-dir" usage:"directory for the service's persistent state"`
-	NodeName        string        `yaml:"node_name" flag:"node-name" usage:"name of this node (default: the hostname, lower-cased)"`
-	Kubeconfig      string        `yaml:"kubeconfig" flag:"kubeconfig" usage:"kubeconfig of the API server; empty runs standalone, \"in-cluster\" uses the pod's service account"`
-	MetricsAddr     string        `yaml:"metrics_addr" flag:"metrics-addr" usage:"host:port to serve Prometheus /metrics on (off when empty)"`
-	Debug           bool          `yaml:"debug" flag:"debug" usage:"enable gRPC reflection and debug logs, and serve /debug/pprof/ on metrics_addr"`
-	LogLevel        string        `yaml:"log_level" flag:"log-level" usage:"log level: debug, info, warn, error"`
-	LogFormat       string        `yaml:"log_format" flag:"log-format" usage:"log format: text or json"`
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" flag:"shutdown-timeout" usage:"how long to drain calls on stop"`
+	RunDir      string `yaml:"run_dir" flag:"run-dir" usage:"directory of the services' unix sockets"`
+	Socket      string `yaml:"socket" flag:"socket" usage:"socket path to listen on (default <run-dir>/<service socket>)"`
+	SocketGroup string `yaml:"socket_group" flag:"socket-group" usage:"group that owns the socket (mode 0660); under socket activation the passed socket must already be this group's (SocketGroup= in the .socket unit)"`
+	// SocketAllowedUsers and SocketAllowedGroups restrict who may call
+	// the service beyond the socket's file mode: each connection's peer
+	// credentials (SO_PEERCRED) are checked; calls from others get
+	// PermissionDenied. Root and the service's own user are always allowed.
+	SocketAllowedUsers  []string      `yaml:"socket_allowed_users" flag:"socket-allowed-users" usage:"users (names or uids) allowed to call the service, checked by peer credentials; root and the service's own user always are (empty with socket_allowed_groups empty: whoever the socket's mode lets connect)"`
+	SocketAllowedGroups []string      `yaml:"socket_allowed_groups" flag:"socket-allowed-groups" usage:"groups (names or gids) whose members, by effective or supplementary group, may call the service, checked by peer credentials"`
+	DataDir             string        `yaml:"data_dir" flag:"data-dir" usage:"directory for the service's persistent state"`
+	NodeName            string        `yaml:"node_name" flag:"node-name" usage:"name of this node (default: the hostname, lower-cased)"`
+	Kubeconfig          string        `yaml:"kubeconfig" flag:"kubeconfig" usage:"kubeconfig of the API server; empty runs standalone, \"in-cluster\" uses the pod's service account"`
+	MetricsAddr         string        `yaml:"metrics_addr" flag:"metrics-addr" usage:"host:port to serve Prometheus /metrics on (off when empty)"`
+	Debug               bool          `yaml:"debug" flag:"debug" usage:"enable gRPC reflection and debug logs, and serve /debug/pprof/ on metrics_addr"`
+	LogLevel            string        `yaml:"log_level" flag:"log-level" usage:"log level: debug, info, warn, error"`
+	LogFormat           string        `yaml:"log_format" flag:"log-format" usage:"log format: text or json"`
+	ShutdownTimeout     time.Duration `yaml:"shutdown_timeout" flag:"shutdown-timeout" usage:"how long to drain calls on stop"`
 
 	PodConfigEndpoint   string `yaml:"podconfig_endpoint" flag:"podconfig-endpoint" usage:"podconfig endpoint (default unix://<run-dir>/podconfig.sock)"`
 	StatusdEndpoint     string `yaml:"statusd_endpoint" flag:"statusd-endpoint" usage:"statusd endpoint (default unix://<run-dir>/statusd.sock)"`

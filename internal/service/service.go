@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -129,7 +131,7 @@ func Execute(svc Service, args []string) int {
 	}
 
 	activated := ListenHook == nil && systemd.Activated()
-	lis, err := listen(c.Socket, c.SocketGroup)
+	lis, err := listen(c)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", svc.Name(), err)
 		return 2
@@ -244,21 +246,71 @@ func (c *Common) Complete(name string) error {
 	return nil
 }
 
-func listen(path, group string) (net.Listener, error) {
+// listen makes the service's listener: a hook's, systemd's, or a new
+// socket. Whichever it is, the allowed peers are checked on every
+// connection, and a passed socket must live in a safe directory and belong
+// to socket_group when one is set, rather than the setting being ignored.
+func listen(c *Common) (net.Listener, error) {
+	path := c.Socket
+	peers, err := socket.ParsePeers(c.SocketAllowedUsers, c.SocketAllowedGroups)
+	if err != nil {
+		return nil, err
+	}
+	passed := func(lis net.Listener) (net.Listener, error) {
+		at := lis.Addr().String()
+		if !filepath.IsAbs(at) {
+			at = path
+		}
+		if err := checkPassed(at, c.SocketGroup); err != nil {
+			_ = lis.Close()
+			return nil, err
+		}
+		return socket.CheckPeers(lis, peers), nil
+	}
 	if ListenHook != nil {
 		lis, err := ListenHook(path)
-		if err != nil || lis != nil {
-			return lis, err
+		if err != nil {
+			return nil, err
+		}
+		if lis != nil {
+			return socket.CheckPeers(lis, peers), nil
 		}
 	}
 	if lis, err := systemd.Listener(path); err != nil || lis != nil {
-		return lis, err
+		if err != nil {
+			return nil, err
+		}
+		return passed(lis)
 	}
-	var opts []socket.Option
-	if group != "" {
-		opts = append(opts, socket.WithGroup(group))
+	opts := []socket.Option{socket.WithPeers(peers)}
+	if c.SocketGroup != "" {
+		opts = append(opts, socket.WithGroup(c.SocketGroup))
 	}
 	return socket.Listen(path, opts...)
+}
+
+// checkPassed checks a socket systemd created: its directory as Listen
+// would, and its group against socket_group, which the service cannot
+// apply itself (the .socket unit's SocketGroup= does).
+func checkPassed(path, group string) error {
+	if err := socket.CheckDir(filepath.Dir(path)); err != nil {
+		return err
+	}
+	if group == "" {
+		return nil
+	}
+	gid, err := socket.GroupID(group)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("socket_group %s: the passed socket: %w", group, err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Gid) != gid {
+		return fmt.Errorf("socket_group %s (gid %d) is set but the socket systemd passed, %s, belongs to gid %d: set SocketGroup=%s in its .socket unit, or drop socket_group", group, gid, path, st.Gid, group)
+	}
+	return nil
 }
 
 // selfProbe asks the service's own socket for its health the way any client

@@ -24,6 +24,7 @@ var ErrInUse = errors.New("socket is in use by a live process")
 type options struct {
 	mode  fs.FileMode
 	group string
+	peers Peers
 }
 
 // Option changes how Listen creates the socket.
@@ -35,6 +36,11 @@ func WithMode(m fs.FileMode) Option { return func(o *options) { o.mode = m } }
 // WithGroup makes the socket owned by the named (or numeric) group, so members
 // of that group can connect.
 func WithGroup(g string) Option { return func(o *options) { o.group = g } }
+
+// WithPeers checks every connection's peer credentials against p: the
+// listener's connections are *PeerConn, and the server must refuse the ones
+// whose Refused is set (grpcserver does).
+func WithPeers(p Peers) Option { return func(o *options) { o.peers = p } }
 
 // Endpoint turns a socket path into the unix:// target gRPC clients dial.
 func Endpoint(path string) string { return "unix://" + path }
@@ -80,6 +86,9 @@ func Listen(path string, opts ...Option) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("create socket dir: %w", err)
 	}
+	if err := CheckDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
 	if err := removeStale(path); err != nil {
 		return nil, err
 	}
@@ -108,8 +117,31 @@ func Listen(path string, opts ...Option) (net.Listener, error) {
 			return nil, fmt.Errorf("chown %s to group %s: %w", path, o.group, err)
 		}
 	}
-	return lis, nil
+	return CheckPeers(lis, o.peers), nil
 }
+
+// CheckDir refuses a socket directory others could use to put their own
+// socket in the place of ours: one anyone may write to, or one owned by a
+// user other than root and this process's.
+func CheckDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("socket dir: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("socket dir %s is not a directory", dir)
+	}
+	if fi.Mode().Perm()&0o002 != 0 {
+		return fmt.Errorf("socket dir %s is writable by everyone (mode %v): anyone could replace the sockets; use a directory of its own, e.g. mode 0750", dir, fi.Mode().Perm())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("socket dir %s is owned by uid %d, neither root nor this process (uid %d): its owner could replace the sockets", dir, st.Uid, os.Geteuid())
+	}
+	return nil
+}
+
+// GroupID resolves a group name or number.
+func GroupID(g string) (int, error) { return lookupGroup(g) }
 
 func removeStale(path string) error {
 	fi, err := os.Lstat(path)

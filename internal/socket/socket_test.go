@@ -113,3 +113,40 @@ func TestPathFromEndpoint(t *testing.T) {
 		t.Error("tcp endpoint accepted")
 	}
 }
+
+// Listen refuses a socket directory others could put their own socket in.
+func TestListenRefusesUnsafeDir(t *testing.T) {
+	dir := shortDir(t)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Listen(filepath.Join(dir, "s.sock"))
+	if err == nil || !strings.Contains(err.Error(), "writable by everyone") {
+		t.Fatalf("world-writable dir: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		_, err = Listen(filepath.Join(dir, "s.sock"))
+		if err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+			t.Fatalf("dir of another user: %v", err)
+		}
+	}
+}
+
+func TestParsePeers(t *testing.T) {
+	p, err := ParsePeers([]string{"0", "root"}, []string{"0"})
+	if err != nil || len(p.UIDs) != 2 || len(p.GIDs) != 1 || !p.Restricted() {
+		t.Fatalf("ParsePeers = %+v, %v", p, err)
+	}
+	if _, err := ParsePeers(nil, []string{"no-such-group-microlet"}); err == nil || !strings.Contains(err.Error(), "socket_allowed_groups") {
+		t.Fatalf("unknown group: %v", err)
+	}
+	if err := (Peers{}).Allow(Cred{UID: 12345}); err != nil {
+		t.Fatalf("unrestricted Peers refused: %v", err)
+	}
+}

@@ -139,6 +139,27 @@ func quarantineAt(log *slog.Logger, path string, reason error, now time.Time) (s
 	return aside, nil
 }
 
+// QuarantineReplace is Quarantine for a file whose safe replacement is
+// known: the corrupt file is kept aside under the same name Quarantine
+// gives it, and data takes its place with WriteFile, so that at every
+// moment, a crash included, path holds either the old bytes or data, never
+// nothing. For state whose absence means something less safe than the
+// replacement (podsyncd's image pull records).
+func QuarantineReplace(log *slog.Logger, path string, reason error, data []byte, perm fs.FileMode) (string, error) {
+	aside := path + corruptMarker + time.Now().UTC().Format(timeFormat)
+	if err := os.Link(path, aside); err != nil {
+		return "", fmt.Errorf("quarantine %s: %w", path, err)
+	}
+	if err := WriteFile(path, data, perm); err != nil {
+		_ = os.Remove(aside)
+		return "", fmt.Errorf("quarantine %s: %w", path, err)
+	}
+	if log != nil {
+		log.Warn("moved a corrupt state file aside and replaced it", "file", path, "moved_to", aside, "reason", reason)
+	}
+	return aside, nil
+}
+
 // IsQuarantined reports whether name (a base name) is a file Quarantine
 // moved aside, so directory listings can skip it.
 func IsQuarantined(name string) bool {

@@ -158,3 +158,30 @@ func TestWriteFileENOSPC(t *testing.T) {
 		t.Fatalf("file holds %q, want new", b)
 	}
 }
+
+// QuarantineReplace keeps the corrupt bytes aside and leaves the
+// replacement in place, never a missing file, and says so once.
+func TestQuarantineReplace(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rec")
+	if err := os.WriteFile(path, []byte("{garbled"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	aside, err := QuarantineReplace(slog.New(slog.NewTextHandler(&logs, nil)), path, errors.New("bad json"), []byte("{}"), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(aside); string(b) != "{garbled" {
+		t.Errorf("aside holds %q", b)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "{}" {
+		t.Errorf("path holds %q, want the replacement", b)
+	}
+	if !IsQuarantined(filepath.Base(aside)) {
+		t.Errorf("%s not recognised as quarantined", aside)
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), aside) {
+		t.Errorf("want one Warning naming %s: %s", aside, logs.String())
+	}
+}

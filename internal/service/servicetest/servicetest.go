@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/grpcserver"
@@ -104,4 +105,47 @@ func Serve(t testing.TB, sock string, register func(*grpc.Server)) {
 	register(srv)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
+}
+
+// ServeAPI serves the gRPC services register adds the way a service binary
+// does (grpcserver: its interceptors, message limit and stream cap) on a
+// unix socket at sock, and returns a connection to it made the way
+// microlet's clients make one (grpcclient). Both end with the test. For
+// tests of a service's own API handlers, without the rest of the service.
+func ServeAPI(tb testing.TB, sock string, register func(*grpc.Server)) *grpc.ClientConn {
+	tb.Helper()
+	lis, err := socket.Listen(sock)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := grpcserver.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	register(srv.GRPC())
+	go func() { _ = srv.Serve(lis) }()
+	tb.Cleanup(func() { srv.Stop(time.Second) })
+	cc, err := grpcclient.Dial(socket.Endpoint(sock))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// FuzzCall turns a generated client method into what a fuzz target calls
+// with arbitrary bytes: they are decoded as the method's request and sent;
+// bytes that are no such request are skipped (nil).
+//
+//	call := servicetest.FuzzCall(client.SetPodStatus)
+//	err := call(ctx, data)
+func FuzzCall[Req any, PReq interface {
+	*Req
+	proto.Message
+}, Resp any](method func(context.Context, PReq, ...grpc.CallOption) (Resp, error)) func(context.Context, []byte) error {
+	return func(ctx context.Context, b []byte) error {
+		req := PReq(new(Req))
+		if proto.Unmarshal(b, req) != nil {
+			return nil
+		}
+		_, err := method(ctx, req)
+		return err
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -65,21 +64,11 @@ func PeerPID(endpoint string) int {
 		return 0
 	}
 	defer func() { _ = c.Close() }()
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return 0
-	}
-	raw, err := uc.SyscallConn()
+	cred, err := socket.PeerCred(c)
 	if err != nil {
 		return 0
 	}
-	pid := 0
-	_ = raw.Control(func(fd uintptr) {
-		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-			pid = int(cred.Pid)
-		}
-	})
-	return pid
+	return int(cred.PID)
 }
 
 // StartTime returns when process pid started, from /proc, or the zero time.

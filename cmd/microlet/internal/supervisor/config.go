@@ -255,6 +255,17 @@ func (c *Config) ChildArgs(name string) []string {
 	if c.SocketGroup != "" {
 		args = append(args, "--socket-group="+c.SocketGroup)
 	}
+	// The allowed peers go to every service unless its own args name them:
+	// a list flag given twice would add up, and a socket (runtime.sock)
+	// restricted more than the others must stay restricted.
+	for _, f := range []struct {
+		flag string
+		v    []string
+	}{{"socket-allowed-users", c.SocketAllowedUsers}, {"socket-allowed-groups", c.SocketAllowedGroups}} {
+		if len(f.v) > 0 && !hasFlag(c.Args[name], f.flag) {
+			args = append(args, "--"+f.flag+"="+strings.Join(f.v, ","))
+		}
+	}
 	args = append(args,
 		"--podconfig-endpoint="+c.Endpoint(components.PodConfig),
 		"--statusd-endpoint="+c.Endpoint(components.Statusd),
@@ -284,6 +295,16 @@ func (c *Config) ChildArgs(name string) []string {
 		}
 	}
 	return append(args, c.Args[name]...)
+}
+
+// hasFlag reports whether args set --name (as --name=v or --name v).
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--"+name || strings.HasPrefix(a, "--"+name+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 // DataDir is the named service's own state directory under dataDir.

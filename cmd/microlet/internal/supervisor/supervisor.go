@@ -191,7 +191,11 @@ func New(cfg *Config, opts ...Option) (*Supervisor, error) {
 // returns a UsageError when something the user must fix stops it. Run is
 // called once per Supervisor.
 func (s *Supervisor) Run(ctx context.Context) error {
-	var sockOpts []socket.Option
+	peers, err := socket.ParsePeers(s.cfg.SocketAllowedUsers, s.cfg.SocketAllowedGroups)
+	if err != nil {
+		return usage("supervisor socket: %v", err)
+	}
+	sockOpts := []socket.Option{socket.WithPeers(peers)}
 	if s.cfg.SocketGroup != "" {
 		sockOpts = append(sockOpts, socket.WithGroup(s.cfg.SocketGroup))
 	}

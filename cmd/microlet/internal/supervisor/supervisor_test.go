@@ -80,6 +80,17 @@ func TestChildArgs(t *testing.T) {
 	if cs := cfg.ChildArgs(components.CloudSyncd); cs[len(cs)-1] != "--cloud-provider=static" {
 		t.Errorf("extra args must come last so they win: %q", cs)
 	}
+	// Allowed peers reach every service, except one whose own args
+	// restrict it further (runtime.sock to the admin group only).
+	cfg.SocketAllowedGroups = []string{"microlet-admin", "microlet-view"}
+	cfg.Args[components.RuntimeShim] = []string{"--socket-allowed-groups=microlet-admin"}
+	if sd := cfg.ChildArgs(components.Statusd); !slices.Contains(sd, "--socket-allowed-groups=microlet-admin,microlet-view") {
+		t.Errorf("statusd args %q lack the allowed groups", sd)
+	}
+	rs := cfg.ChildArgs(components.RuntimeShim)
+	if n := len(slices.DeleteFunc(slices.Clone(rs), func(a string) bool { return !strings.HasPrefix(a, "--socket-allowed-groups") })); n != 1 || rs[len(rs)-1] != "--socket-allowed-groups=microlet-admin" {
+		t.Errorf("runtime-shim args %q: want only its own --socket-allowed-groups", rs)
+	}
 }
 
 func TestValidateNamesTheKey(t *testing.T) {

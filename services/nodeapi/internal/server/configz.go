@@ -33,6 +33,8 @@ func (s *Server) configz() any {
 		Port:               int32(c.Port),
 		TLSCertFile:        c.TLSCertFile,
 		TLSPrivateKeyFile:  c.TLSPrivateKeyFile,
+		TLSMinVersion:      c.TLSMinVersion,
+		TLSCipherSuites:    c.TLSCipherSuites,
 		ServerTLSBootstrap: c.RotateServerCertificates,
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: c.ClientCAFile},

@@ -51,7 +51,11 @@ type Config struct {
 	Port              int    `yaml:"port" flag:"port" usage:"port of the kubelet API; 0 picks a free one (the Node advertises the port really served)"`
 	TLSCertFile       string `yaml:"tls_cert_file" flag:"tls-cert-file" usage:"serving certificate (PEM); empty: a self-signed one kept in cert_dir"`
 	TLSPrivateKeyFile string `yaml:"tls_private_key_file" flag:"tls-private-key-file" usage:"key of tls_cert_file"`
-	CertDir           string `yaml:"cert_dir" flag:"cert-dir" usage:"directory of the self-signed or rotated serving certificate (default <data-dir>/pki)"`
+	// TLSMinVersion and TLSCipherSuites are the kubelet's tlsMinVersion
+	// and tlsCipherSuites, with its names.
+	TLSMinVersion   string   `yaml:"tls_min_version" flag:"tls-min-version" usage:"lowest TLS version accepted: VersionTLS10, VersionTLS11, VersionTLS12 or VersionTLS13 (empty: VersionTLS12)"`
+	TLSCipherSuites []string `yaml:"tls_cipher_suites" flag:"tls-cipher-suites" usage:"TLS 1.2 cipher suites offered, IANA names as the kubelet's --tls-cipher-suites (empty: Go's defaults)"`
+	CertDir         string   `yaml:"cert_dir" flag:"cert-dir" usage:"directory of the self-signed or rotated serving certificate (default <data-dir>/pki)"`
 	// RotateServerCertificates is the kubelet's serverTLSBootstrap plus
 	// RotateKubeletServerCertificate: the serving certificate comes from
 	// the certificates API (kubernetes.io/kubelet-serving) and is renewed.
@@ -99,6 +103,10 @@ type Server struct {
 	nodeapiv1.UnimplementedNodeAPIServiceServer
 	cfg Config
 
+	// tlsPolicy is the parsed tls_min_version and tls_cipher_suites,
+	// set in Register.
+	tlsPolicy servingcert.Policy
+
 	mu    sync.Mutex
 	info  *nodeapiv1.GetServingInfoResponse
 	certs *servingcert.Source
@@ -127,6 +135,14 @@ func (s *Server) Register(env *service.Env) error {
 	if (c.TLSCertFile == "") != (c.TLSPrivateKeyFile == "") {
 		return errors.New("tls_cert_file and tls_private_key_file go together: set both or neither")
 	}
+	policy, warnings, err := servingcert.ParsePolicy(c.TLSMinVersion, c.TLSCipherSuites)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		env.Log.Warn(w)
+	}
+	s.tlsPolicy = policy
 	if c.CertDir == "" {
 		c.CertDir = filepath.Join(c.DataDir, "pki")
 	}
@@ -299,7 +315,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	}
 	srv := &http.Server{
 		Handler:           handler,
-		TLSConfig:         certs.TLSConfig(a.ClientCA()),
+		TLSConfig:         certs.TLSConfig(a.ClientCA(), s.tlsPolicy),
 		ReadHeaderTimeout: 30 * time.Second,
 		// The kubelet's limits: long enough for exec sessions and log follows.
 		IdleTimeout:    90 * time.Second,

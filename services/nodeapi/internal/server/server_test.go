@@ -31,6 +31,11 @@ func TestRegisterValidates(t *testing.T) {
 		{"key without cert", func(c *Config) { c.TLSPrivateKeyFile = "/x.key" }, "tls_cert_file and tls_private_key_file go together"},
 		{"unknown authorization mode", func(c *Config) { c.AuthorizationMode = "RBAC" }, `authorization_mode "RBAC"`},
 		{"negative TTL", func(c *Config) { c.UnauthorizedTTL = -time.Second }, "authorization_webhook_cache_unauthorized_ttl must not be negative"},
+		{"unknown TLS version", func(c *Config) { c.TLSMinVersion = "TLSv1.2" }, `tls_min_version: unknown tls version "TLSv1.2"`},
+		{"unknown cipher suite", func(c *Config) { c.TLSCipherSuites = []string{"TLS_AES_NOPE"} }, "tls_cipher_suites: Cipher suite TLS_AES_NOPE not supported"},
+		{"kubelet TLS names", func(c *Config) {
+			c.TLSMinVersion, c.TLSCipherSuites = "VersionTLS12", []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}
+		}, ""},
 		{"zero runtime timeout", func(c *Config) { c.RuntimeRequestTimeout = 0 }, "runtime_request_timeout must be positive"},
 		{"standalone Webhook with a client CA on every address", func(c *Config) { c.ClientCAFile = "/ca.crt" },
 			"authorization_mode Webhook needs kubeconfig (an API server to ask)"},

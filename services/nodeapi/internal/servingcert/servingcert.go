@@ -9,11 +9,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
 // Source serves a certificate and key pair from files, following changes.
@@ -116,14 +118,55 @@ func (s *Source) certificate() (*tls.Certificate, error) {
 	return s.parsed, nil
 }
 
-// TLSConfig is the server configuration: TLS 1.2 or later, the current
-// certificate on every handshake, and — when clientCA is not nil — a request
-// for a client certificate signed by it. Verification is left to the x509
-// authenticator, as in the kubelet, so requests with a bearer token and no
-// certificate still get through the handshake.
-func (s *Source) TLSConfig(clientCA dynamiccertificates.CAContentProvider) *tls.Config {
+// Policy is the protocol part of the server configuration the kubelet
+// lets operators set: tlsMinVersion and tlsCipherSuites.
+type Policy struct {
+	// MinVersion is the lowest TLS version accepted; 0 means TLS 1.2.
+	MinVersion uint16
+	// CipherSuites are the TLS 1.2 suites offered; empty means Go's
+	// defaults. TLS 1.3 suites are not configurable (Go's rule).
+	CipherSuites []uint16
+}
+
+// ParsePolicy reads the kubelet's tlsMinVersion ("VersionTLS12", ...) and
+// tlsCipherSuites (IANA names, "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256")
+// with the kubelet's own parsers (k8s.io/component-base/cli/flag), naming
+// the field at fault. It also returns what the kubelet warns about: ciphers
+// that Go counts as insecure, and cipher suites given with a TLS 1.3
+// minimum, where they have no effect.
+func ParsePolicy(minVersion string, cipherSuites []string) (p Policy, warnings []string, err error) {
+	if p.MinVersion, err = cliflag.TLSVersion(minVersion); err != nil {
+		return Policy{}, nil, fmt.Errorf("tls_min_version: %w (possible values: %s)", err, strings.Join(cliflag.TLSPossibleVersions(), ", "))
+	}
+	if p.CipherSuites, err = cliflag.TLSCipherSuites(cipherSuites); err != nil {
+		return Policy{}, nil, fmt.Errorf("tls_cipher_suites: %w", err)
+	}
+	insecure := cliflag.InsecureTLSCiphers()
+	for _, name := range cipherSuites {
+		if _, bad := insecure[name]; bad {
+			warnings = append(warnings, "tls_cipher_suites: "+name+" is an insecure cipher suite")
+		}
+	}
+	if p.MinVersion == tls.VersionTLS13 && len(p.CipherSuites) > 0 {
+		warnings = append(warnings, "tls_cipher_suites is ignored: TLS 1.3 cipher suites are not configurable and tls_min_version is VersionTLS13")
+	}
+	return p, warnings, nil
+}
+
+// TLSConfig is the server configuration: the policy's minimum version (TLS
+// 1.2 when unset) and cipher suites, the current certificate on every
+// handshake, and — when clientCA is not nil — a request for a client
+// certificate signed by it. Verification is left to the x509 authenticator,
+// as in the kubelet, so requests with a bearer token and no certificate
+// still get through the handshake.
+func (s *Source) TLSConfig(clientCA dynamiccertificates.CAContentProvider, policy Policy) *tls.Config {
+	minVersion := policy.MinVersion
+	if minVersion == 0 {
+		minVersion = tls.VersionTLS12
+	}
 	base := &tls.Config{
-		MinVersion: tls.VersionTLS12,
+		MinVersion:   minVersion,
+		CipherSuites: policy.CipherSuites,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return s.certificate()
 		},

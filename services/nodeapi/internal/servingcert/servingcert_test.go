@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,7 +106,7 @@ func TestReload(t *testing.T) {
 	defer cancel()
 	go src.Run(ctx)
 
-	addr := serve(t, src.TLSConfig(nil))
+	addr := serve(t, src.TLSConfig(nil, Policy{}))
 	served := func() string {
 		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test reads what is served
 		if err != nil {
@@ -142,7 +143,7 @@ func TestClientCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := serve(t, src.TLSConfig(ca))
+	addr := serve(t, src.TLSConfig(ca, Policy{}))
 	var asked bool
 	conn, err := tls.Dial("tcp", addr, &tls.Config{
 		InsecureSkipVerify: true, //nolint:gosec // self-signed on purpose
@@ -181,4 +182,82 @@ func serve(t *testing.T, cfg *tls.Config) string {
 		}
 	}()
 	return lis.Addr().String()
+}
+
+// TestPolicyRefusesWhatItExcludes: a real TLS client offering only a
+// version below tlsMinVersion, or only a cipher suite left out of
+// tlsCipherSuites, fails the handshake; one within the policy completes it.
+func TestPolicyRefusesWhatItExcludes(t *testing.T) {
+	src, err := SelfSigned(t.TempDir(), "node-1", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		allowed  = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+		excluded = "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"
+	)
+	suite := func(name string) uint16 {
+		for _, s := range tls.CipherSuites() {
+			if s.Name == name {
+				return s.ID
+			}
+		}
+		t.Fatalf("no cipher suite %s", name)
+		return 0
+	}
+	for _, tc := range []struct {
+		name       string
+		minVersion string
+		ciphers    []string
+		client     *tls.Config
+		refused    bool
+	}{
+		{name: "TLS 1.2 client, default policy", client: &tls.Config{MaxVersion: tls.VersionTLS12}},
+		{name: "TLS 1.1 client, default policy", client: &tls.Config{MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}, refused: true},
+		{name: "TLS 1.2 client, minimum 1.3", minVersion: "VersionTLS13", client: &tls.Config{MaxVersion: tls.VersionTLS12}, refused: true},
+		{name: "TLS 1.3 client, minimum 1.3", minVersion: "VersionTLS13", client: &tls.Config{MinVersion: tls.VersionTLS13}},
+		{name: "allowed cipher", ciphers: []string{allowed},
+			client: &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{suite(allowed)}}},
+		{name: "excluded cipher", ciphers: []string{allowed},
+			client: &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{suite(excluded)}}, refused: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			policy, _, err := ParsePolicy(tc.minVersion, tc.ciphers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := serve(t, src.TLSConfig(nil, policy))
+			client := tc.client.Clone()
+			client.InsecureSkipVerify = true //nolint:gosec // the test is about the protocol, not the certificate
+			conn, err := tls.Dial("tcp", addr, client)
+			if err == nil {
+				_ = conn.Close()
+			}
+			switch {
+			case tc.refused && err == nil:
+				t.Fatalf("handshake completed (version %x, cipher %s); want it refused", conn.ConnectionState().Version, tls.CipherSuiteName(conn.ConnectionState().CipherSuite))
+			case !tc.refused && err != nil:
+				t.Fatalf("handshake refused: %v", err)
+			}
+		})
+	}
+}
+
+// TestParsePolicy: the kubelet's names are read, a wrong one named with
+// its field, and what the kubelet warns about is returned.
+func TestParsePolicy(t *testing.T) {
+	p, warnings, err := ParsePolicy("VersionTLS12", []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"})
+	if err != nil || p.MinVersion != tls.VersionTLS12 || len(p.CipherSuites) != 1 || p.CipherSuites[0] != tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 || len(warnings) != 0 {
+		t.Fatalf("ParsePolicy = %+v %v %v", p, warnings, err)
+	}
+	if _, _, err := ParsePolicy("TLS1.2", nil); err == nil || !strings.Contains(err.Error(), "tls_min_version") || !strings.Contains(err.Error(), "VersionTLS13") {
+		t.Errorf("bad version: %v, want an error naming the field and the possible values", err)
+	}
+	if _, _, err := ParsePolicy("", []string{"TLS_NOPE"}); err == nil || !strings.Contains(err.Error(), "tls_cipher_suites") || !strings.Contains(err.Error(), "TLS_NOPE") {
+		t.Errorf("bad cipher: %v, want an error naming the field and the suite", err)
+	}
+	_, warnings, err = ParsePolicy("VersionTLS13", []string{"TLS_RSA_WITH_RC4_128_SHA"})
+	if err != nil || len(warnings) != 2 {
+		t.Errorf("insecure cipher with a 1.3 minimum: warnings %q, err %v; want two warnings", warnings, err)
+	}
 }

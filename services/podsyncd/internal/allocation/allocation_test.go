@@ -1,8 +1,11 @@
 package allocation
 
 import (
+	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,7 +33,7 @@ func testPod(cpu, mem string) *corev1.Pod {
 
 func TestCheckpointSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir)
+	s, err := Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +44,7 @@ func TestCheckpointSurvivesReopen(t *testing.T) {
 	if err := s.SetActuated(pod.UID, "a", reqs("100m", "20Mi")); err != nil {
 		t.Fatal(err)
 	}
-	again, err := Open(dir)
+	again, err := Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +62,7 @@ func TestCheckpointSurvivesReopen(t *testing.T) {
 	if err := again.RemoveOrphans(map[types.UID]bool{}); err != nil {
 		t.Fatal(err)
 	}
-	third, err := Open(dir)
+	third, err := Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,16 +70,58 @@ func TestCheckpointSurvivesReopen(t *testing.T) {
 		t.Fatal("orphan kept after RemoveOrphans")
 	}
 
-	if err := os.WriteFile(filepath.Join(dir, CheckpointFile), []byte("{broken"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Open(dir); err == nil {
-		t.Fatal("corrupt checkpoint accepted")
+}
+
+// A garbled or truncated checkpoint (a power loss, a bad disk) does not stop
+// podsyncd: it is moved aside with a Warning naming both paths, the state
+// starts empty, and the next checkpoint is written fresh.
+func TestCorruptCheckpointQuarantined(t *testing.T) {
+	for name, content := range map[string]string{
+		"garbled":       "{broken",
+		"truncated":     `{"version":1,"allocated":{"u1":{"containers":{"a":{"requests":{"cpu":"1`,
+		"other version": `{"version":7,"allocated":{}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, CheckpointFile)
+			if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			s, err := Open(dir, slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				t.Fatalf("Open with a %s checkpoint: %v", name, err)
+			}
+			pod := testPod("100m", "20Mi")
+			if _, ok := s.Allocated(pod.UID); ok {
+				t.Fatal("state not empty after quarantine")
+			}
+			moved, _ := filepath.Glob(path + ".corrupt-*")
+			if len(moved) != 1 {
+				t.Fatalf("files moved aside: %v", moved)
+			}
+			if got, _ := os.ReadFile(moved[0]); string(got) != content {
+				t.Fatalf("moved file holds %q, want the original", got)
+			}
+			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), moved[0]) {
+				t.Fatalf("no Warning naming the moved file: %s", logs.String())
+			}
+			if err := s.SetAllocated(pod); err != nil {
+				t.Fatal(err)
+			}
+			again, err := Open(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := again.Allocated(pod.UID); !ok {
+				t.Fatal("new checkpoint not written after quarantine")
+			}
+		})
 	}
 }
 
 func TestHandleResize(t *testing.T) {
-	s, _ := Open("")
+	s, _ := Open("", nil)
 	pod := testPod("100m", "20Mi")
 	if err := s.SetAllocated(pod); err != nil {
 		t.Fatal(err)
@@ -136,7 +181,7 @@ func TestHandleResize(t *testing.T) {
 }
 
 func TestInProgressConditions(t *testing.T) {
-	s, _ := Open("")
+	s, _ := Open("", nil)
 	pod := testPod("200m", "20Mi")
 	_ = s.SetAllocated(pod)
 	running := func(name string) bool { return name != "b" && name != "init" }

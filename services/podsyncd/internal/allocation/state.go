@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -48,8 +49,14 @@ type State struct {
 }
 
 // Open reads the checkpoint in dir (made if missing); "" keeps the state in
-// memory only. A checkpoint that cannot be read is an error naming the file.
-func Open(dir string) (*State, error) {
+// memory only. Temporary files a crash left are swept. A checkpoint that
+// does not decode (or has another version) is moved aside
+// (statefile.Quarantine, a Warning on log) and the state starts empty: the
+// sync loop then checkpoints each pod's resources from its current spec as
+// it admits it, as for a pod it never saw, so a resize that was under way
+// counts as the allocation. Only a file that cannot be read or moved is an
+// error naming it.
+func Open(dir string, log *slog.Logger) (*State, error) {
 	s := &State{
 		allocated: map[types.UID]PodResources{}, actuated: map[types.UID]PodResources{},
 		conds: map[types.UID]*conditions{}, backfill: map[types.UID]bool{},
@@ -58,6 +65,9 @@ func Open(dir string) (*State, error) {
 		return s, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("allocation checkpoint dir: %w", err)
+	}
+	if _, err := statefile.Sweep(dir); err != nil {
 		return nil, fmt.Errorf("allocation checkpoint dir: %w", err)
 	}
 	s.path = filepath.Join(dir, CheckpointFile)
@@ -69,11 +79,15 @@ func Open(dir string) (*State, error) {
 		return nil, fmt.Errorf("read allocation checkpoint %s: %w", s.path, err)
 	}
 	var cp checkpoint
-	if err := json.Unmarshal(b, &cp); err != nil {
-		return nil, fmt.Errorf("allocation checkpoint %s is corrupt: %w", s.path, err)
+	bad := json.Unmarshal(b, &cp)
+	if bad == nil && cp.Version != checkpointVersion {
+		bad = fmt.Errorf("version %d, want %d", cp.Version, checkpointVersion)
 	}
-	if cp.Version != checkpointVersion {
-		return nil, fmt.Errorf("allocation checkpoint %s has version %d, want %d", s.path, cp.Version, checkpointVersion)
+	if bad != nil {
+		if _, err := statefile.Quarantine(log, s.path, fmt.Errorf("allocation checkpoint: %w", bad)); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	if cp.Allocated != nil {
 		s.allocated = cp.Allocated

@@ -2,8 +2,10 @@ package pullmanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +15,8 @@ import (
 	criapi "k8s.io/cri-api/pkg/apis"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
+
+	"github.com/microlet/microlet/internal/statefile"
 )
 
 // matchWriteLimit stops recording a matching pod's secret in a record
@@ -41,12 +45,12 @@ type Manager struct {
 // New opens the records under root (the data dir: root/image_manager)
 // and turns the intents of images the runtime has into records.
 func New(ctx context.Context, root string, policy Policy, images criapi.ImageManagerService, log *slog.Logger) (*Manager, error) {
-	s, err := openStore(root)
-	if err != nil {
-		return nil, err
-	}
 	if log == nil {
 		log = slog.Default()
+	}
+	s, err := openStore(root, log)
+	if err != nil {
+		return nil, err
 	}
 	m := &Manager{store: s, policy: policy, clock: clock.RealClock{}, log: log, inflight: map[string]int{}}
 	m.recoverIntents(ctx, images)
@@ -61,10 +65,11 @@ func (m *Manager) Policy() Policy { return m.policy }
 // becomes a record with no credentials, so the next pod must verify.
 func (m *Manager) recoverIntents(ctx context.Context, images criapi.ImageManagerService) {
 	intents, err := m.store.intents()
-	if err != nil {
+	corrupt := corruptFiles(err)
+	if err != nil && len(corrupt) == 0 {
 		m.log.Warn("image pull intents partly unreadable", "err", err)
 	}
-	if len(intents) == 0 || images == nil {
+	if (len(intents) == 0 && len(corrupt) == 0) || images == nil {
 		return
 	}
 	list, err := images.ListImages(ctx, nil)
@@ -74,16 +79,34 @@ func (m *Manager) recoverIntents(ctx context.Context, images criapi.ImageManager
 	}
 	for _, im := range list {
 		for _, name := range slices.Concat(im.RepoTags, im.RepoDigests) {
-			if !slices.Contains(intents, name) {
+			// A corrupt intent is known by its file name, the hash of
+			// the image it was for: that image, present now, gets the
+			// record an intact intent would have given it.
+			at := slices.Index(corrupt, filepath.Join(m.store.pulling, fileName(name)))
+			if !slices.Contains(intents, name) && at < 0 {
 				continue
 			}
 			if err := m.mergeRecord(name, im.Id, nil); err != nil {
 				m.log.Warn("image pull intent not turned into a record", "image", name, "err", err)
 				continue
 			}
+			if at >= 0 {
+				if _, err := statefile.Quarantine(m.log, corrupt[at], fmt.Errorf("image pull intent of %s does not decode", name)); err != nil {
+					m.log.Warn("corrupt image pull intent not moved aside", "file", corrupt[at], "err", err)
+				}
+				corrupt = slices.Delete(corrupt, at, at+1)
+				continue
+			}
 			if err := m.store.deleteIntent(name); err != nil {
 				m.log.Warn("image pull intent not removed", "image", name, "err", err)
 			}
+		}
+	}
+	// The others were for images the runtime does not have: the pull
+	// never finished, and there is nothing to record.
+	for _, p := range corrupt {
+		if _, err := statefile.Quarantine(m.log, p, errors.New("image pull intent does not decode; its image is not on the node")); err != nil {
+			m.log.Warn("corrupt image pull intent not moved aside", "file", p, "err", err)
 		}
 	}
 }
@@ -283,8 +306,24 @@ func (m *Manager) PruneUnknownRecords(imageIDs []string, until time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	records, err := m.store.records()
-	if err != nil {
+	corrupt := corruptFiles(err)
+	if err != nil && len(corrupt) == 0 {
 		m.log.Warn("image pulled records partly unreadable; pruning the others", "err", err)
+	}
+	// A corrupt record is known by its file name, the hash of its image
+	// ID: one of a present image is replaced by a record that makes every
+	// pod verify (store.record); one of an image gone is moved aside.
+	for _, p := range corrupt {
+		id := slices.IndexFunc(imageIDs, func(id string) bool { return filepath.Join(m.store.pulled, fileName(id)) == p })
+		if id >= 0 {
+			if _, _, err := m.store.record(imageIDs[id]); err != nil {
+				m.log.Warn("corrupt image pulled record not replaced", "file", p, "err", err)
+			}
+			continue
+		}
+		if err := m.store.replaceCorrupt(p, errors.New("image pulled record does not decode; its image is not on the node"), ""); err != nil {
+			m.log.Warn("corrupt image pulled record not moved aside", "file", p, "err", err)
+		}
 	}
 	for _, r := range records {
 		if !r.LastUpdatedTime.Time.Before(until) || slices.Contains(imageIDs, r.ImageRef) {

@@ -267,3 +267,94 @@ func sha(s string) string {
 	b := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(b[:])
 }
+
+// corruptFile writes garbage where the record or intent of key lives.
+func corruptFile(t *testing.T, dir, sub, key, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, "image_manager", sub, fileName(key))
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// movedAside is the one file next to p that Quarantine made, holding content.
+func movedAside(t *testing.T, p, content string) {
+	t.Helper()
+	moved, _ := filepath.Glob(p + ".corrupt-*")
+	if len(moved) != 1 {
+		t.Fatalf("files moved aside for %s: %v", filepath.Base(p), moved)
+	}
+	if b, _ := os.ReadFile(moved[0]); string(b) != content {
+		t.Fatalf("moved file holds %q, want the original %q", b, content)
+	}
+}
+
+// A garbled or truncated pull record or intent is moved aside and never
+// fails open: an image it was about is still one every pod must be verified
+// for (a record with no credentials takes its place), never "preloaded".
+func TestCorruptRecordsQuarantined(t *testing.T) {
+	const (
+		image   = "reg.io/private/app:1.0"
+		ref     = "sha256:aaa"
+		garbled = "\x00\x01{garbage"
+		trunc   = `{"kind":"ImagePulledRecord","apiVersion":"kubelet.config.k8s.io/v1beta1","imageRef":"sha256:aaa","credentialMapping":{"reg.io/private/app":{"kubernetesSecrets":[{"uid":"u"`
+	)
+	allowed := secrets(secret("ns", "s", "u", "h"))
+	for name, content := range map[string]string{"garbled": garbled, "truncated": trunc} {
+		t.Run("record looked up, "+name, func(t *testing.T) {
+			dir := t.TempDir()
+			m := newManager(t, dir, "", nil)
+			pulled(t, m, image, ref, &kubeletv1beta1.ImagePullCredentials{KubernetesSecrets: []kubeletv1beta1.ImagePullSecret{secret("ns", "s", "u", "h")}})
+			p := corruptFile(t, dir, "pulled", ref, content)
+			if !must(t, m, image, ref, allowed) {
+				t.Error("a pod was let use the image of a corrupt record without a pull")
+			}
+			movedAside(t, p, content)
+			r, ok, err := m.store.record(ref)
+			if err != nil || !ok || len(r.CredentialMapping) != 0 {
+				t.Fatalf("record after quarantine: %+v %v %v; want one with no credentials", r, ok, err)
+			}
+			// Fail safe across a restart too: the replacement is on disk.
+			m2 := newManager(t, dir, "", nil)
+			if !must(t, m2, image, ref, secrets()) {
+				t.Error("after a restart the image counts as preloaded")
+			}
+		})
+	}
+	t.Run("records pruned", func(t *testing.T) {
+		dir := t.TempDir()
+		m := newManager(t, dir, "", nil)
+		kept := corruptFile(t, dir, "pulled", "sha256:kept", garbled)
+		gone := corruptFile(t, dir, "pulled", "sha256:gone", garbled)
+		m.PruneUnknownRecords([]string{"sha256:kept"}, time.Now().Add(time.Hour))
+		movedAside(t, kept, garbled)
+		movedAside(t, gone, garbled)
+		if r, ok, err := m.store.record("sha256:kept"); err != nil || !ok || len(r.CredentialMapping) != 0 {
+			t.Errorf("record of a present image: %+v %v %v; want one with no credentials", r, ok, err)
+		}
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("corrupt record of a removed image still in place: %v", err)
+		}
+	})
+	t.Run("intents at start", func(t *testing.T) {
+		dir := t.TempDir()
+		newManager(t, dir, "", nil)
+		arrived := corruptFile(t, dir, "pulling", image, garbled)
+		never := corruptFile(t, dir, "pulling", "reg.io/never:1", garbled)
+		m := newManager(t, dir, "", nil, &runtimeapi.Image{Id: ref, RepoTags: []string{image}})
+		movedAside(t, arrived, garbled)
+		movedAside(t, never, garbled)
+		if r, ok, err := m.store.record(ref); err != nil || !ok || len(r.CredentialMapping) != 0 {
+			t.Errorf("record from a corrupt intent of a present image: %+v %v %v", r, ok, err)
+		}
+		if !must(t, m, image, ref, allowed) {
+			t.Error("image of a corrupt intent counts as preloaded")
+		}
+		for _, p := range []string{arrived, never} {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Errorf("corrupt intent %s still in place: %v", filepath.Base(p), err)
+			}
+		}
+	})
+}

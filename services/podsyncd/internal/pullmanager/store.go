@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,10 +35,11 @@ const (
 // store reads and writes the intent and record files.
 type store struct {
 	pulling, pulled string
+	log             *slog.Logger
 }
 
-func openStore(root string) (*store, error) {
-	s := &store{pulling: filepath.Join(root, dirName, pullingDir), pulled: filepath.Join(root, dirName, pulledDir)}
+func openStore(root string, log *slog.Logger) (*store, error) {
+	s := &store{pulling: filepath.Join(root, dirName, pullingDir), pulled: filepath.Join(root, dirName, pulledDir), log: log}
 	for _, d := range []string{s.pulling, s.pulled} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("image pull records: %w", err)
@@ -119,8 +121,12 @@ func (s *store) intentExists(image string) (bool, error) {
 	return in.Image == image, nil
 }
 
-// record returns the record of imageRef; a file that does not decode is
-// an error (exists true), one of another image ID is none.
+// record returns the record of imageRef; one of another image ID is none.
+// A file that does not decode is moved aside (statefile.Quarantine) and
+// replaced by a record of imageRef with no credentials, which is what it
+// fails safe to: the image counts as pulled by the node, so every pod must
+// be verified for it (nothing is taken as preloaded), as after a pull whose
+// credentials were lost. Only when that fails is it an error (exists true).
 func (s *store) record(imageRef string) (*kubeletv1beta1.ImagePulledRecord, bool, error) {
 	path := filepath.Join(s.pulled, fileName(imageRef))
 	b, err := os.ReadFile(path)
@@ -132,12 +138,34 @@ func (s *store) record(imageRef string) (*kubeletv1beta1.ImagePulledRecord, bool
 	}
 	var r kubeletv1beta1.ImagePulledRecord
 	if err := decode(b, kindRecord, &r); err != nil {
-		return nil, true, fmt.Errorf("%s: %w", path, err)
+		bad := fmt.Errorf("image pulled record %s: %w", path, err)
+		if err := s.replaceCorrupt(path, bad, imageRef); err != nil {
+			return nil, true, errors.Join(bad, err)
+		}
+		return &kubeletv1beta1.ImagePulledRecord{ImageRef: imageRef, CredentialMapping: map[string]kubeletv1beta1.ImagePullCredentials{}}, true, nil
 	}
 	if r.ImageRef != imageRef {
 		return nil, false, nil
 	}
 	return &r, true, nil
+}
+
+// replaceCorrupt keeps a record file that does not decode aside. When its
+// image is known (imageRef not empty) a record of it with no credentials
+// takes its place in the same step (statefile.QuarantineReplace), so at no
+// moment, a crash included, does the image look preloaded.
+func (s *store) replaceCorrupt(path string, reason error, imageRef string) error {
+	if imageRef == "" {
+		_, err := statefile.Quarantine(s.log, path, reason)
+		return err
+	}
+	r := &kubeletv1beta1.ImagePulledRecord{TypeMeta: typeMeta(kindRecord), ImageRef: imageRef, CredentialMapping: map[string]kubeletv1beta1.ImagePullCredentials{}}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = statefile.QuarantineReplace(s.log, path, reason, b, fileModeOwn)
+	return err
 }
 
 func (s *store) writeRecord(r *kubeletv1beta1.ImagePulledRecord) error {
@@ -149,8 +177,37 @@ func (s *store) deleteRecord(imageRef string) error {
 	return remove(filepath.Join(s.pulled, fileName(imageRef)))
 }
 
+// errCorrupt marks a file that does not decode, as opposed to one that
+// cannot be read.
+type errCorrupt struct {
+	path string
+	err  error
+}
+
+func (e *errCorrupt) Error() string { return fmt.Sprintf("%s: %v", e.path, e.err) }
+func (e *errCorrupt) Unwrap() error { return e.err }
+
+// corruptFiles are the paths of the errCorrupt errors in err.
+func corruptFiles(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(err error) {
+		if e, ok := err.(*errCorrupt); ok {
+			out = append(out, e.path)
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	return out
+}
+
 // each calls f with every record file's contents in dir (temporary
-// files and foreign names skipped); read errors are collected.
+// files, files moved aside and foreign names skipped); errors are collected.
 func each(dir string, f func(path string, b []byte) error) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -159,7 +216,7 @@ func each(dir string, f func(path string, b []byte) error) error {
 	var errs []error
 	for _, e := range entries {
 		n := e.Name()
-		if e.IsDir() || !strings.HasPrefix(n, filePrefix) || strings.HasSuffix(n, tmpSuffix) {
+		if e.IsDir() || !strings.HasPrefix(n, filePrefix) || strings.HasSuffix(n, tmpSuffix) || statefile.IsQuarantined(n) {
 			continue
 		}
 		path := filepath.Join(dir, n)
@@ -179,7 +236,7 @@ func (s *store) intents() ([]string, error) {
 	err := each(s.pulling, func(path string, b []byte) error {
 		var in kubeletv1beta1.ImagePullIntent
 		if err := decode(b, kindIntent, &in); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return &errCorrupt{path, err}
 		}
 		out = append(out, in.Image)
 		return nil
@@ -192,7 +249,7 @@ func (s *store) records() ([]*kubeletv1beta1.ImagePulledRecord, error) {
 	err := each(s.pulled, func(path string, b []byte) error {
 		var r kubeletv1beta1.ImagePulledRecord
 		if err := decode(b, kindRecord, &r); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return &errCorrupt{path, err}
 		}
 		out = append(out, &r)
 		return nil

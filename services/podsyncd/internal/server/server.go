@@ -370,7 +370,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		env.Log.Warn("machine memory unknown; Burstable containers get OOM score adjustment 999", "err", err)
 	}
 	// Allocated and actuated resources (in-place resize) survive restarts.
-	alloc, err := allocation.Open(filepath.Join(c.DataDir, "allocation"))
+	alloc, err := allocation.Open(filepath.Join(c.DataDir, "allocation"), env.Log)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,10 +64,14 @@ type Sandbox struct {
 }
 
 // Store is a directory of sandbox checkpoints.
-type Store struct{ dir string }
+type Store struct {
+	dir string
+	log *slog.Logger
+}
 
-// NewStore creates dir when missing and returns its store.
-func NewStore(dir string) (*Store, error) {
+// NewStore creates dir when missing and returns its store. log (may be nil)
+// gets the Warning for a checkpoint moved aside as corrupt.
+func NewStore(dir string, log *slog.Logger) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint dir: %w", err)
 	}
@@ -74,7 +79,7 @@ func NewStore(dir string) (*Store, error) {
 	if _, err := statefile.Sweep(dir); err != nil {
 		return nil, fmt.Errorf("checkpoint dir: %w", err)
 	}
-	return &Store{dir: dir}, nil
+	return &Store{dir: dir, log: log}, nil
 }
 
 func (s *Store) path(id string) (string, error) {
@@ -101,7 +106,10 @@ func (s *Store) Put(sb Sandbox) error {
 	return statefile.WriteFile(p, b, 0o600)
 }
 
-// Get reads one checkpoint.
+// Get reads one checkpoint. One that does not decode (a crash of an older
+// writer, a bad disk) is moved aside (statefile.Quarantine) and reported as
+// ErrNotFound: the sandbox is then known from its Docker container alone,
+// or, when that is gone too, as absent, so its network is torn down.
 func (s *Store) Get(id string) (Sandbox, error) {
 	p, err := s.path(id)
 	if err != nil {
@@ -116,7 +124,11 @@ func (s *Store) Get(id string) (Sandbox, error) {
 	}
 	var sb Sandbox
 	if err := json.Unmarshal(b, &sb); err != nil {
-		return Sandbox{}, fmt.Errorf("checkpoint %s: %w", p, err)
+		bad := fmt.Errorf("sandbox checkpoint %s: %w", p, err)
+		if _, qerr := statefile.Quarantine(s.log, p, bad); qerr != nil {
+			return Sandbox{}, errors.Join(bad, qerr)
+		}
+		return Sandbox{}, fmt.Errorf("%w (moved aside as corrupt)", ErrNotFound)
 	}
 	return sb, nil
 }
@@ -133,8 +145,9 @@ func (s *Store) Delete(id string) error {
 	return nil
 }
 
-// List returns every readable checkpoint; unreadable files are skipped and
-// reported in the error so one corrupt file cannot hide the others.
+// List returns every readable checkpoint; corrupt ones are moved aside
+// (Get), and files that cannot be read are skipped and reported in the
+// error, so one bad file cannot hide the others.
 func (s *Store) List() ([]Sandbox, error) {
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
@@ -148,6 +161,9 @@ func (s *Store) List() ([]Sandbox, error) {
 			continue
 		}
 		sb, err := s.Get(strings.TrimSuffix(name, ".json"))
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue

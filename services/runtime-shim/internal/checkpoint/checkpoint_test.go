@@ -1,7 +1,9 @@
 package checkpoint
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,7 +12,7 @@ import (
 )
 
 func TestStoreRoundTrip(t *testing.T) {
-	s, err := NewStore(filepath.Join(t.TempDir(), "sb"))
+	s, err := NewStore(filepath.Join(t.TempDir(), "sb"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,12 +27,9 @@ func TestStoreRoundTrip(t *testing.T) {
 	if err != nil || got.Name != in.Name || got.Labels["a"] != "b" || got.Ports[0].HostPort != 8080 || got.Version != 1 {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
-	if err := os.WriteFile(filepath.Join(s.dir, "bad.json"), []byte("{"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	all, err := s.List()
-	if len(all) != 1 || err == nil {
-		t.Fatalf("List = %v, %v; want the good one and an error for the bad one", all, err)
+	if len(all) != 1 || err != nil {
+		t.Fatalf("List = %v, %v", all, err)
 	}
 	if err := s.Delete("abc"); err != nil {
 		t.Fatal(err)
@@ -79,4 +78,56 @@ func FuzzValidID(f *testing.F) {
 			t.Fatalf("ValidID(%q) = %v, the regexp says %v", id, got, want)
 		}
 	})
+}
+
+// A garbled or truncated checkpoint is moved aside with a Warning naming
+// both paths and counts as absent; the others are still listed and the
+// shim goes on (Get answers ErrNotFound, List no error).
+func TestCorruptCheckpointQuarantined(t *testing.T) {
+	for name, content := range map[string]string{
+		"garbled":   "\x00\xff{",
+		"truncated": `{"version":1,"id":"bad","name":"k8s_POD_`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			var logs bytes.Buffer
+			s, err := NewStore(filepath.Join(t.TempDir(), "sb"), slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Put(Sandbox{ID: "good", Name: "k8s_POD_g"}); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(s.dir, "bad.json")
+			if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			all, err := s.List()
+			if err != nil || len(all) != 1 || all[0].ID != "good" {
+				t.Fatalf("List = %+v, %v; want the good one and no error", all, err)
+			}
+			moved, _ := filepath.Glob(path + ".corrupt-*")
+			if len(moved) != 1 {
+				t.Fatalf("files moved aside: %v", moved)
+			}
+			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), moved[0]) {
+				t.Fatalf("no Warning naming the moved file: %s", logs.String())
+			}
+			if _, err := s.Get("bad"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Get after quarantine: %v, want ErrNotFound", err)
+			}
+			if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Get("bad"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Get of a corrupt checkpoint: %v, want ErrNotFound", err)
+			}
+			// A new checkpoint under the same id is written and read.
+			if err := s.Put(Sandbox{ID: "bad", Name: "k8s_POD_b"}); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := s.Get("bad"); err != nil || got.Name != "k8s_POD_b" {
+				t.Fatalf("Get after a new Put: %+v, %v", got, err)
+			}
+		})
+	}
 }

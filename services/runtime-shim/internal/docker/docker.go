@@ -121,7 +121,7 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	cp, err := checkpoint.NewStore(filepath.Join(opts.DataDir, "sandboxes"))
+	cp, err := checkpoint.NewStore(filepath.Join(opts.DataDir, "sandboxes"), opts.Log)
 	if err != nil {
 		_ = cli.Close()
 		return nil, err

@@ -31,7 +31,7 @@ func New(endpoint string, reg prometheus.Registerer) (*Forwarder, error) {
 	if endpoint == "" {
 		return nil, errors.New("forward: upstream endpoint is required")
 	}
-	conn, err := grpcclient.Dial(endpoint, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	conn, err := grpcclient.Dial(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("forward: dial %s: %w", endpoint, err)
 	}

@@ -56,3 +56,11 @@ func (c *Cache) publishLocked(ev Event) {
 		}
 	}
 }
+
+// Watchers is the number of open watches: one that fell behind is no longer
+// counted, its queue already released.
+func (c *Cache) Watchers() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.watchers)
+}
