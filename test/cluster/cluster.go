@@ -357,15 +357,21 @@ func Load(ctx context.Context, cfg Config, images ...string) error {
 	if len(lines(nodes)) == 0 {
 		return fmt.Errorf("load: no running node of cluster %s (make cluster first)", cfg.Name)
 	}
-	f, err := os.CreateTemp("", "microlet-cluster-load-*.tar")
+	dir, err := os.MkdirTemp("", "microlet-cluster-load-")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	if _, err := docker(ctx, append([]string{"save", "-o", f.Name()}, images...)...); err != nil {
+	defer os.RemoveAll(dir)
+	saved := filepath.Join(dir, "images.tar")
+	if _, err := docker(ctx, append([]string{"save", "-o", saved}, images...)...); err != nil {
 		return err
 	}
+	// Opened after the save: docker save writes a new file over the path.
+	f, err := os.Open(saved)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
 	for _, n := range lines(nodes) {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return err

@@ -23,13 +23,14 @@ import (
 )
 
 // webImage is the test's workload: Debian's static busybox serving its
-// pod's name over HTTP on 8080, with wget and nslookup for the checks.
+// pod's name over HTTP on 8080, with nc and nslookup for the checks
+// (Debian's static busybox wget segfaults, on this host too).
 const webImage = "microlet.local/cluster-test-web:1"
 
 func buildWebImage(ctx context.Context, t *testing.T) {
 	t.Helper()
 	data := map[string]dockerimage.File{"www/.keep": {}}
-	for _, applet := range []string{"sh", "wget", "nslookup", "httpd", "hostname", "cat", "sleep", "echo"} {
+	for _, applet := range []string{"sh", "nc", "printf", "tail", "nslookup", "httpd", "hostname", "cat", "sleep", "echo"} {
 		data["bin/"+applet] = dockerimage.File{Link: "busybox"}
 	}
 	_, err := dockerimage.Import(ctx, dockerimage.Spec{
@@ -106,7 +107,7 @@ func TestTwoWorkerCluster(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for i := 0; i < 20 && len(seen) < 2; i++ {
-		out, err := cl.Kubectl(ctx, nil, "exec", "-n", ns, podA.Name, "--", "wget", "-qO-", "-T", "5", "http://web."+ns+".svc."+ClusterDomain+":8080/")
+		out, err := httpGet(ctx, cl, ns, podA.Name, "web."+ns+".svc."+ClusterDomain)
 		if err != nil {
 			t.Errorf("the Service by name from %s: %v", a, err)
 			break
@@ -116,7 +117,7 @@ func TestTwoWorkerCluster(t *testing.T) {
 	if !seen[podB.Name] {
 		t.Errorf("20 requests to the Service from %s reached %v, never %s on %s", a, keys(seen), podB.Name, b)
 	}
-	if out, err := cl.Kubectl(ctx, nil, "exec", "-n", ns, podA.Name, "--", "wget", "-qO-", "-T", "5", "http://"+podB.Status.PodIP+":8080/"); err != nil || strings.TrimSpace(out) != podB.Name {
+	if out, err := httpGet(ctx, cl, ns, podA.Name, podB.Status.PodIP); err != nil || strings.TrimSpace(out) != podB.Name {
 		t.Errorf("pod %s on %s by IP %s from %s: %q, %v", podB.Name, b, podB.Status.PodIP, a, out, err)
 	}
 	// kubectl logs and exec reach each node's kubelet API (nodeapi).
@@ -241,6 +242,17 @@ func waitWebPods(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns 
 		}
 		time.Sleep(2 * time.Second)
 	}
+}
+
+// httpGet fetches / from host:8080 inside pod and returns the response
+// body's last line (the serving pod's name).
+func httpGet(ctx context.Context, cl *Cluster, ns, pod, host string) (string, error) {
+	req := `printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 ` + host + ` 8080 | tail -n 1`
+	out, err := cl.Kubectl(ctx, nil, "exec", "-n", ns, pod, "--", "sh", "-c", req)
+	if err == nil && strings.TrimSpace(out) == "" {
+		err = fmt.Errorf("no answer from %s:8080", host)
+	}
+	return out, err
 }
 
 func keys(m map[string]bool) []string {
