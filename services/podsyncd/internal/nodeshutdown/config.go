@@ -5,15 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
-)
 
-// Priorities of the two groups the short form (GracePeriod and
-// GracePeriodCriticalPods) stands for, the kubelet's
-// scheduling.DefaultPriorityWhenNoDefaultClassExists and
-// scheduling.SystemCriticalPriority.
-const (
-	DefaultPriority        int32 = 0
-	SystemCriticalPriority int32 = 2000000000
+	"github.com/microlet/microlet/internal/podutil"
 )
 
 // GracePeriodByPriority is one entry of the kubelet's
@@ -95,8 +88,8 @@ func migrate(total, critical time.Duration) []GracePeriodByPriority {
 		return nil
 	}
 	return []GracePeriodByPriority{
-		{Priority: DefaultPriority, ShutdownGracePeriodSeconds: int64(normal / time.Second)},
-		{Priority: SystemCriticalPriority, ShutdownGracePeriodSeconds: int64(critical / time.Second)},
+		{Priority: podutil.DefaultPriority, ShutdownGracePeriodSeconds: int64(normal / time.Second)},
+		{Priority: podutil.SystemCriticalPriority, ShutdownGracePeriodSeconds: int64(critical / time.Second)},
 	}
 }
 

@@ -9,10 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-)
 
-// highestUserDefinable is scheduling.HighestUserDefinablePriority.
-const highestUserDefinable int32 = 1000000000
+	"github.com/microlet/microlet/internal/podutil"
+)
 
 // TestPeriods holds the short form's conversion to the kubelet's vectors
 // (Test_migrateConfig in pkg/kubelet/nodeshutdown).
@@ -22,9 +21,9 @@ func TestPeriods(t *testing.T) {
 		want []GracePeriodByPriority
 	}{
 		"both periods": {Config{GracePeriod: 300 * time.Second, GracePeriodCriticalPods: 120 * time.Second},
-			[]GracePeriodByPriority{{0, 180}, {SystemCriticalPriority, 120}}},
+			[]GracePeriodByPriority{{0, 180}, {podutil.SystemCriticalPriority, 120}}},
 		"only shutdownGracePeriod": {Config{GracePeriod: 100 * time.Second},
-			[]GracePeriodByPriority{{0, 100}, {SystemCriticalPriority, 0}}},
+			[]GracePeriodByPriority{{0, 100}, {podutil.SystemCriticalPriority, 0}}},
 		"empty":                {Config{}, nil},
 		"critical above total": {Config{GracePeriod: time.Second, GracePeriodCriticalPods: 100 * time.Second}, nil},
 		"by priority, sorted low to high": {Config{ByPodPriority: []GracePeriodByPriority{{100000, 10}, {0, 30}, {10000, 20}}},
@@ -49,7 +48,7 @@ func TestValidate(t *testing.T) {
 	}{
 		"off":         {Config{}, nil},
 		"short form":  {Config{GracePeriod: 30 * time.Second, GracePeriodCriticalPods: 10 * time.Second}, nil},
-		"by priority": {Config{ByPodPriority: []GracePeriodByPriority{{0, 10}, {SystemCriticalPriority, 5}}}, nil},
+		"by priority": {Config{ByPodPriority: []GracePeriodByPriority{{0, 10}, {podutil.SystemCriticalPriority, 5}}}, nil},
 		"critical above total": {Config{GracePeriod: 10 * time.Second, GracePeriodCriticalPods: 20 * time.Second},
 			[]string{"shutdown_grace_period_critical_pods (20s) must be <= shutdown_grace_period (10s)"}},
 		"sub-second": {Config{GracePeriod: 500 * time.Millisecond},
@@ -108,7 +107,7 @@ func TestGroupByPriority(t *testing.T) {
 	}{
 		"migrated config": {
 			Config{GracePeriod: 300 * time.Second, GracePeriodCriticalPods: 120 * time.Second}.Periods(),
-			[]*corev1.Pod{pod("normal-pod", 0, nil), pod("highest-user-definable-pod", highestUserDefinable, nil), pod("critical-pod", SystemCriticalPriority, nil)},
+			[]*corev1.Pod{pod("normal-pod", 0, nil), pod("highest-user-definable-pod", podutil.HighestUserDefinablePriority, nil), pod("critical-pod", podutil.SystemCriticalPriority, nil)},
 			[][]string{{"normal-pod", "highest-user-definable-pod"}, {"critical-pod"}},
 		},
 		"pod priority":           {four, six, [][]string{{"pod-0", "pod-1"}, {"pod-2"}, {"pod-3"}, {"pod-4", "pod-5"}}},
