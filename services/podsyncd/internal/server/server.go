@@ -2,10 +2,7 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,30 +14,18 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
 	criapi "k8s.io/cri-api/pkg/apis"
-	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/criclient"
 	"github.com/microlet/microlet/internal/evictionapi"
 	"github.com/microlet/microlet/internal/grpcclient"
-	"github.com/microlet/microlet/internal/kubeclient"
 	"github.com/microlet/microlet/internal/promwire"
 	"github.com/microlet/microlet/internal/service"
 	"github.com/microlet/microlet/internal/stats"
-	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
-	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
-	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
-	"github.com/microlet/microlet/services/podsyncd/internal/admission"
-	"github.com/microlet/microlet/services/podsyncd/internal/allocation"
 	"github.com/microlet/microlet/services/podsyncd/internal/containergc"
 	"github.com/microlet/microlet/services/podsyncd/internal/containerlogs"
-	"github.com/microlet/microlet/services/podsyncd/internal/credprovider"
-	"github.com/microlet/microlet/services/podsyncd/internal/dns"
-	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
-	"github.com/microlet/microlet/services/podsyncd/internal/events"
 	"github.com/microlet/microlet/services/podsyncd/internal/eviction"
 	"github.com/microlet/microlet/services/podsyncd/internal/imagegc"
 	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
@@ -49,11 +34,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
 	"github.com/microlet/microlet/services/podsyncd/internal/pullmanager"
-	"github.com/microlet/microlet/services/podsyncd/internal/pullsecrets"
-	"github.com/microlet/microlet/services/podsyncd/internal/resources"
-	"github.com/microlet/microlet/services/podsyncd/internal/securitycontext"
 	"github.com/microlet/microlet/services/podsyncd/internal/syncloop"
-	"github.com/microlet/microlet/services/podsyncd/internal/volumes"
 )
 
 // Config is podsyncd's configuration.
@@ -143,6 +124,8 @@ type Server struct {
 	loop      atomic.Pointer[syncloop.Loop]
 	evictions atomic.Pointer[eviction.Manager]
 	metrics   *kubeletmetrics.Metrics
+	// settings is the config as Register parsed it, what Run builds from.
+	settings *settings
 }
 
 // New returns the service with the kubelet's defaults.
@@ -194,60 +177,15 @@ func (s *Server) Name() string { return components.PodSyncd }
 // Config implements service.Service.
 func (s *Server) Config() service.CommonConfig { return &s.cfg }
 
-// Register implements service.Service.
+// Register implements service.Service: it parses and checks the whole
+// config once (complete), keeping what Run builds from, and registers the
+// API.
 func (s *Server) Register(env *service.Env) error {
-	c := &s.cfg
-	for name, d := range map[string]time.Duration{
-		"resync_period": c.ResyncPeriod, "relist_period": c.RelistPeriod, "housekeeping_period": c.HousekeepingPeriod,
-		"crashloop_backoff_initial": c.BackoffInitial, "crashloop_backoff_max": c.BackoffMax, "runtime_request_timeout": c.RuntimeTimeout,
-		"container_gc_period": c.ContainerGCPeriod, "container_log_monitor_interval": c.ContainerLogMonitorInterval,
-		"image_gc_period": c.ImageGCPeriod, "eviction_monitoring_period": c.EvictionMonitoringPeriod,
-	} {
-		if d <= 0 {
-			return fmt.Errorf("%s must be positive, got %s", name, d)
-		}
-	}
-	if c.BackoffMax < c.BackoffInitial {
-		return fmt.Errorf("crashloop_backoff_max (%s) is below crashloop_backoff_initial (%s)", c.BackoffMax, c.BackoffInitial)
-	}
-	if c.PodLogsDir == "" {
-		return fmt.Errorf("pod_logs_dir must not be empty")
-	}
-	if _, err := dns.New(dns.Config{ClusterDNS: c.ClusterDNS, ClusterDomain: c.ClusterDomain}, nil); err != nil {
+	st, err := s.cfg.complete(env.Log)
+	if err != nil {
 		return err
 	}
-	if err := c.gcPolicy().Validate(); err != nil {
-		return err
-	}
-	if err := c.imagePolicy().Validate(); err != nil {
-		return err
-	}
-	if _, err := c.logPolicy(); err != nil {
-		return err
-	}
-	if err := c.checkCgroups(); err != nil {
-		return err
-	}
-	if _, err := pullmanager.NewPolicy(c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist); err != nil {
-		return err
-	}
-	if _, err := c.evictionConfig(); err != nil {
-		return err
-	}
-	if _, err := admission.NewSysctls(c.AllowedUnsafeSysctls, nil); err != nil {
-		return err
-	}
-	if err := c.shutdown().Validate(); err != nil {
-		return err
-	}
-	if c.LogindDropIn == "" {
-		return fmt.Errorf("logind_drop_in must not be empty")
-	}
-	if c.ImageCredentialProviderConfig != "" {
-		if _, err := credprovider.Load(c.ImageCredentialProviderConfig, c.ImageCredentialProviderBinDir, nil); err != nil {
-			return err
-		}
-	}
+	s.settings = st
 	podsyncv1.RegisterPodSyncServiceServer(env.Server.GRPC(), s)
 	// --metrics-addr serves the kubelet's metrics too, beside the process's.
 	env.Gather(s.metrics.Kubelet())
@@ -301,20 +239,20 @@ func (c *Config) logPolicy() (containerlogs.Policy, error) {
 	return p, p.Validate()
 }
 
-func dial(endpoint string) (*grpc.ClientConn, error) { return grpcclient.Dial(endpoint) }
-
-// Run implements service.Service.
+// Run implements service.Service: it waits for the runtime, builds every
+// subsystem once (build), publishes what the handlers read, and runs the
+// loops until ctx ends.
 func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	c := &s.cfg
-	conns := map[string]*grpc.ClientConn{}
-	for _, name := range []string{components.PodConfig, components.Statusd, components.NodeStatusd} {
-		cc, err := dial(c.Endpoint(name))
-		if err != nil {
-			return fmt.Errorf("%s endpoint: %w", name, err)
-		}
-		defer cc.Close()
-		conns[name] = cc
+	conns, err := dialPeers(c)
+	if err != nil {
+		return err
 	}
+	defer func() {
+		for _, cc := range conns {
+			_ = cc.Close()
+		}
+	}()
 	s.metrics.SetNodeName(c.NodeName)
 	s.metrics.SetCgroupVersion(cgroupVersion())
 	// The runtime must answer before anything can be synced: until it does,
@@ -330,165 +268,32 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		return err
 	}
 	defer cri.Close()
-	// Every CRI call counts (kubelet_runtime_operations_*), as through the
-	// kubelet's instrumented runtime service.
-	rt, img := s.metrics.InstrumentRuntime(cri.Runtime), s.metrics.InstrumentImages(cri.Images)
-	runtimeName := strings.ToLower(cri.Version.RuntimeName)
-	// ConfigMaps and Secrets for env (and volumes) are read with the node's
-	// identity; standalone nodes have none.
-	var (
-		objects  envvars.Source
-		tokens   volumes.Tokens
-		services envvars.Services
-	)
-	client, _, err := kubeclient.Clientset(c.Kubeconfig, components.PodSyncd, 20, 40)
-	switch {
-	case errors.Is(err, kubeclient.ErrStandalone):
-	case err != nil:
-		return err
-	default:
-		objects = envvars.ClientSource{Client: client}
-		tokens = volumes.ClientTokens{Client: client}
-		inf := envvars.NewInformerServices(client)
-		inf.Start(ctx)
-		services = inf
-	}
-	// Events go to the API server as the kubelet's do; standalone, to the log.
-	recorder, stopEvents := events.New(client, c.NodeName, events.Component, env.Log)
-	defer stopEvents()
-	dnsConf, err := dns.New(dns.Config{ClusterDNS: c.ClusterDNS, ClusterDomain: c.ClusterDomain, ResolvConf: c.ResolvConf, NodeName: c.NodeName}, recorder)
+	p, err := s.build(ctx, env, cri, conns)
 	if err != nil {
 		return err
 	}
-	dnsConf.CheckResolvConf()
-	seccompRoot := c.SeccompProfileRoot
-	if seccompRoot == "" {
-		seccompRoot = filepath.Join(c.DataDir, "seccomp")
-	}
-	memCapacity, err := resources.MemoryCapacity()
-	if err != nil {
-		env.Log.Warn("machine memory unknown; Burstable containers get OOM score adjustment 999", "err", err)
-	}
-	// Allocated and actuated resources (in-place resize) survive restarts.
-	alloc, err := allocation.Open(filepath.Join(c.DataDir, "allocation"))
-	if err != nil {
-		return err
-	}
-	// The node's credentials after the pods' secrets: docker config files
-	// (the kubelet's default keyring, its root dir being our data dir),
-	// then the credential provider plugins.
-	creds := []podruntime.Credentials{pullsecrets.NewDockerConfigFiles(c.DataDir, env.Log)}
-	if c.ImageCredentialProviderConfig != "" {
-		p, err := credprovider.Load(c.ImageCredentialProviderConfig, c.ImageCredentialProviderBinDir, env.Log)
-		if err != nil {
-			return err
-		}
-		creds = append(creds, p)
-	}
-	// Which credentials pulled each image survives restarts, as the
-	// kubelet's <root>/image_manager.
-	pullPolicy, err := pullmanager.NewPolicy(c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist)
-	if err != nil {
-		return err
-	}
-	pullRecords, err := pullmanager.New(ctx, c.DataDir, pullPolicy, img, env.Log)
-	if err != nil {
-		return err
-	}
-	cgroups := s.podCgroups(ctx, env, rt, memCapacity)
-	var cgroupParent func(*corev1.Pod) string
-	var podCgroup podruntime.PodCgroupResizer
-	if cgroups != nil {
-		cgroupParent, podCgroup = cgroups.Parent, cgroups
-	}
-	startup := s.metrics.NewStartupTracker(nil)
-	rm := podruntime.NewManager(rt, img, podruntime.Options{
-		LogRoot:        c.PodLogsDir,
-		RuntimeName:    runtimeName,
-		BackoffInitial: c.BackoffInitial,
-		BackoffMax:     c.BackoffMax,
-		Log:            env.Log,
-		Objects:        objects,
-		Volumes:        volumes.New(c.DataDir, objects, tokens),
-		Security:       securitycontext.Options{SeccompProfileRoot: seccompRoot, SeccompDefault: c.SeccompDefault},
-		MemoryCapacity: memCapacity,
-		DNS:            dnsConf,
-		Services:       services,
-		Recorder:       recorder,
-		LogSymlinkDir:  c.ContainerLogSymlinkDir,
-		Actuated:       alloc,
-		CgroupParent:   cgroupParent,
-		Credentials:    creds,
-		PodCgroup:      podCgroup,
-		PullRecords:    pullRecords,
-		Metrics:        s.metrics,
-		Startup:        startup,
-	})
-	gc := containergc.New(rt, c.gcPolicy(), containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.ContainerLogSymlinkDir, Log: env.Log})
-	logPolicy, err := c.logPolicy()
-	if err != nil {
-		return err
-	}
-	go containerlogs.NewRotator(rt, logPolicy, env.Log, nil).Run(ctx, c.ContainerLogMonitorInterval)
-	imageGC := imagegc.New(rt, img, c.imagePolicy(), imagegc.Options{Recorder: recorder, NodeName: c.NodeName, Log: env.Log,
-		AfterPass: pullRecords.PruneUnknownRecords, Metrics: s.metrics})
-	go imageGC.Run(ctx, c.ImageGCPeriod)
-	summary := s.statsProvider(env, rt, img, cgroups != nil)
-	evCfg, err := c.evictionConfig()
-	if err != nil {
-		return err
-	}
-	sysctls, err := admission.NewSysctls(c.AllowedUnsafeSysctls, admission.KernelVersion())
-	if err != nil {
-		return err
-	}
-	evDeps := eviction.Deps{
-		Summary:          func(ctx context.Context) (*statsv1alpha1.Summary, error) { return summary.Summary(ctx, false) },
-		DedicatedImageFs: func(ctx context.Context) (bool, error) { return dedicatedImageFs(ctx, img, c.DataDir) },
-		DeleteUnusedImages: func(ctx context.Context) error {
-			res, err := imageGC.DeleteUnusedImages(ctx)
-			if len(res.Removed) > 0 {
-				env.Log.Info("eviction: removed unused images", "images", len(res.Removed), "freedBytes", res.Freed)
-			}
-			return err
-		},
-		Recorder: recorder,
-		NodeName: c.NodeName,
-		Log:      env.Log,
-		Metrics:  s.metrics,
-	}
-	// The manager acts through the loop and the loop admits through the
-	// manager: the loop's hooks are bound once both exist.
-	var loop *syncloop.Loop
-	evDeps.ActivePods = func() []*corev1.Pod { return loop.ActivePods() }
-	evDeps.Evict = func(pod *corev1.Pod, grace int64, msg string, cond bool) { loop.Evict(pod, grace, msg, cond) }
-	evDeps.PodCleanedUp = func(uid types.UID) bool { return loop.PodStopped(uid) }
-	evDeps.DeleteUnusedContainers = func(ctx context.Context) error { return loop.DeleteAllUnusedContainers(ctx) }
-	evictions := eviction.New(evCfg, evDeps)
-	nodes := nodestatusv1.NewNodeStatusServiceClient(conns[components.NodeStatusd])
-	// Graceful node shutdown: the manager refuses pods and stops them
-	// through the loop; the node's Ready condition is nodestatusd's, told
-	// through ReportReadyErrors.
-	ready := nodeshutdown.NewReadyReporter(nodes, env.Log, 0)
-	shutdown := nodeshutdown.New(c.shutdown(), env.Log, nodeshutdown.WithBusAddress(c.SystemBusAddress),
-		nodeshutdown.WithDropIn(c.LogindDropIn), nodeshutdown.WithRecorder(recorder, c.NodeName), nodeshutdown.WithReadyErrors(ready.Set),
-		nodeshutdown.WithState(c.DataDir, s.metrics))
-	loop = syncloop.New(env.Log, rm, rt,
-		podconfigv1.NewPodConfigServiceClient(conns[components.PodConfig]),
-		statusdv1.NewStatusServiceClient(conns[components.Statusd]),
-		nodes,
-		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod,
-			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod, Allocation: alloc, Cgroups: syncloopCgroups(cgroups),
-			AdmitPressure: evictions.Admit, Sysctls: sysctls, Shutdown: shutdown, Metrics: s.metrics, Startup: startup,
-			Registerer: env.Registry})
-	s.evictions.Store(evictions)
-	s.loop.Store(loop)
+	defer p.close()
+	s.evictions.Store(p.evictions)
+	s.loop.Store(p.loop)
 	env.Ready()
-	go evictions.Run(ctx)
-	go ready.Run(ctx)
-	go shutdown.Run(ctx, loop)
-	loop.Run(ctx)
+	p.run(ctx)
 	return nil
+}
+
+// dialPeers connects (lazily) to podconfig, statusd and nodestatusd.
+func dialPeers(c *Config) (map[string]*grpc.ClientConn, error) {
+	conns := map[string]*grpc.ClientConn{}
+	for _, name := range []string{components.PodConfig, components.Statusd, components.NodeStatusd} {
+		cc, err := grpcclient.Dial(c.Endpoint(name))
+		if err != nil {
+			for _, open := range conns {
+				_ = open.Close()
+			}
+			return nil, fmt.Errorf("%s endpoint: %w", name, err)
+		}
+		conns[name] = cc
+	}
+	return conns, nil
 }
 
 // statsProvider is the node's stats Summary the eviction manager judges:
