@@ -12,9 +12,11 @@ import (
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/config"
 	"github.com/microlet/microlet/internal/criclient"
 	"github.com/microlet/microlet/internal/kubeclient"
 	"github.com/microlet/microlet/internal/service"
@@ -58,50 +60,49 @@ type settings struct {
 	credentials *credprovider.Providers
 }
 
-// complete parses and checks the config, returning every error at once.
+// complete parses and checks the config, returning every error at once,
+// each naming its key: the parts' own checks (their Validate), then the
+// parsers that report plain errors.
 func (c *Config) complete(log *slog.Logger) (*settings, error) {
 	st := &settings{
 		dns:         dns.Config{ClusterDNS: c.ClusterDNS, ClusterDomain: c.ClusterDomain, ResolvConf: c.ResolvConf, NodeName: c.NodeName},
 		seccompRoot: c.SeccompProfileRoot,
-		gc:          c.gcPolicy(),
-		images:      c.imagePolicy(),
+		gc:          c.ContainerGC.Policy(),
+		images:      c.ImageGC.Policy(),
 		shutdown:    c.shutdown(),
 	}
 	if st.seccompRoot == "" {
 		st.seccompRoot = filepath.Join(c.DataDir, "seccomp")
 	}
-	var errs []error
+	fieldErrs := c.Loop.Validate()
+	fieldErrs = append(fieldErrs, c.ContainerGC.Validate()...)
+	fieldErrs = append(fieldErrs, c.ImageGC.Validate()...)
+	var logErrs field.ErrorList
+	st.logs, logErrs = c.Logs.Policy()
+	fieldErrs = append(fieldErrs, logErrs...)
+	fieldErrs = append(fieldErrs, config.Positive(field.NewPath("crashloop_backoff_initial"), c.BackoffInitial)...)
+	fieldErrs = append(fieldErrs, config.Positive(field.NewPath("crashloop_backoff_max"), c.BackoffMax)...)
+	if c.BackoffMax < c.BackoffInitial {
+		fieldErrs = append(fieldErrs, field.Invalid(field.NewPath("crashloop_backoff_max"), c.BackoffMax.String(),
+			fmt.Sprintf("must not be below crashloop_backoff_initial (%s)", c.BackoffInitial)))
+	}
+	fieldErrs = append(fieldErrs, config.Positive(field.NewPath("runtime_request_timeout"), c.RuntimeTimeout)...)
+	fieldErrs = append(fieldErrs, config.Positive(field.NewPath("eviction_monitoring_period"), c.EvictionMonitoringPeriod)...)
+	if c.PodLogsDir == "" {
+		fieldErrs = append(fieldErrs, field.Required(field.NewPath("pod_logs_dir"), ""))
+	}
+	if c.LogindDropIn == "" {
+		fieldErrs = append(fieldErrs, field.Required(field.NewPath("logind_drop_in"), ""))
+	}
+	errs := []error{config.Join(fieldErrs)}
 	check := func(err error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"resync_period", c.ResyncPeriod}, {"relist_period", c.RelistPeriod}, {"housekeeping_period", c.HousekeepingPeriod},
-		{"crashloop_backoff_initial", c.BackoffInitial}, {"crashloop_backoff_max", c.BackoffMax}, {"runtime_request_timeout", c.RuntimeTimeout},
-		{"container_gc_period", c.ContainerGCPeriod}, {"container_log_monitor_interval", c.ContainerLogMonitorInterval},
-		{"image_gc_period", c.ImageGCPeriod}, {"eviction_monitoring_period", c.EvictionMonitoringPeriod},
-	} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
-		}
-	}
-	if c.BackoffMax < c.BackoffInitial {
-		errs = append(errs, fmt.Errorf("crashloop_backoff_max (%s) is below crashloop_backoff_initial (%s)", c.BackoffMax, c.BackoffInitial))
-	}
-	if c.PodLogsDir == "" {
-		errs = append(errs, errors.New("pod_logs_dir must not be empty"))
-	}
 	check(st.dns.Validate())
-	check(st.gc.Validate())
-	check(st.images.Validate())
-	var err error
-	st.logs, err = c.logPolicy()
-	check(err)
 	check(c.checkCgroups())
+	var err error
 	st.pullPolicy, err = pullmanager.NewPolicy(c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist)
 	check(err)
 	st.eviction, err = c.evictionConfig()
@@ -109,9 +110,6 @@ func (c *Config) complete(log *slog.Logger) (*settings, error) {
 	st.sysctls, err = admission.NewSysctls(c.AllowedUnsafeSysctls, admission.KernelVersion())
 	check(err)
 	check(st.shutdown.Validate())
-	if c.LogindDropIn == "" {
-		errs = append(errs, errors.New("logind_drop_in must not be empty"))
-	}
 	if c.ImageCredentialProviderConfig != "" {
 		st.credentials, err = credprovider.Load(c.ImageCredentialProviderConfig, c.ImageCredentialProviderBinDir, log)
 		check(err)
@@ -141,7 +139,7 @@ type parts struct {
 // connections. Nothing runs yet.
 func (s *Server) build(ctx context.Context, env *service.Env, cri *criclient.Services, conns map[string]*grpc.ClientConn) (p *parts, err error) {
 	c, st := &s.cfg, s.settings
-	p = &parts{logInterval: c.ContainerLogMonitorInterval, imageGCPeriod: c.ImageGCPeriod}
+	p = &parts{logInterval: c.Logs.MonitorInterval, imageGCPeriod: c.ImageGC.Period}
 	defer func() {
 		if err != nil {
 			p.close()
@@ -220,7 +218,7 @@ func (s *Server) build(ctx context.Context, env *service.Env, cri *criclient.Ser
 		DNS:            dnsConf,
 		Services:       services,
 		Recorder:       recorder,
-		LogSymlinkDir:  c.ContainerLogSymlinkDir,
+		LogSymlinkDir:  c.Logs.SymlinkDir,
 		Actuated:       alloc,
 		CgroupParent:   cgroupParent,
 		Credentials:    creds,
@@ -229,7 +227,7 @@ func (s *Server) build(ctx context.Context, env *service.Env, cri *criclient.Ser
 		Metrics:        s.metrics,
 		Startup:        startup,
 	})
-	gc := containergc.New(rt, st.gc, containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.ContainerLogSymlinkDir, Log: env.Log})
+	gc := containergc.New(rt, st.gc, containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.Logs.SymlinkDir, Log: env.Log})
 	p.rotator = containerlogs.NewRotator(rt, st.logs, env.Log, nil)
 	p.imageGC = imagegc.New(rt, img, st.images, imagegc.Options{Recorder: recorder, NodeName: c.NodeName, Log: env.Log,
 		AfterPass: pullRecords.PruneUnknownRecords, Metrics: s.metrics})
@@ -269,8 +267,8 @@ func (s *Server) build(ctx context.Context, env *service.Env, cri *criclient.Ser
 		podconfigv1.NewPodConfigServiceClient(conns[components.PodConfig]),
 		statusdv1.NewStatusServiceClient(conns[components.Statusd]),
 		nodes,
-		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod,
-			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod, Allocation: alloc, Cgroups: syncloopCgroups(cgroups),
+		syncloop.Options{ResyncPeriod: c.Loop.ResyncPeriod, RelistPeriod: c.Loop.RelistPeriod, HousekeepingPeriod: c.Loop.HousekeepingPeriod,
+			ContainerGC: gc, ContainerGCPeriod: c.ContainerGC.Period, Allocation: alloc, Cgroups: syncloopCgroups(cgroups),
 			AdmitPressure: p.evictions.Admit, Sysctls: st.sysctls, Shutdown: p.shutdown, Metrics: s.metrics, Startup: startup,
 			Registerer: env.Registry})
 	return p, nil

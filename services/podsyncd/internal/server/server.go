@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -13,10 +14,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	criapi "k8s.io/cri-api/pkg/apis"
 
 	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/config"
 	"github.com/microlet/microlet/internal/criclient"
 	"github.com/microlet/microlet/internal/evictionapi"
 	"github.com/microlet/microlet/internal/grpcclient"
@@ -42,9 +44,6 @@ type Config struct {
 	service.Common `yaml:",inline"`
 
 	PodLogsDir         string        `yaml:"pod_logs_dir" flag:"pod-logs-dir" usage:"root of the pod log directories (<ns>_<name>_<uid>/<container>/<restart>.log)"`
-	ResyncPeriod       time.Duration `yaml:"resync_period" flag:"resync-period" usage:"how often every pod is synced even without events"`
-	RelistPeriod       time.Duration `yaml:"relist_period" flag:"relist-period" usage:"PLEG relist period"`
-	HousekeepingPeriod time.Duration `yaml:"housekeeping_period" flag:"housekeeping-period" usage:"how often orphans are cleaned up"`
 	BackoffInitial     time.Duration `yaml:"crashloop_backoff_initial" flag:"crashloop-backoff-initial" usage:"first CrashLoopBackOff delay"`
 	BackoffMax         time.Duration `yaml:"crashloop_backoff_max" flag:"crashloop-backoff-max" usage:"largest CrashLoopBackOff delay"`
 	RuntimeTimeout     time.Duration `yaml:"runtime_request_timeout" flag:"runtime-request-timeout" usage:"request timeout of the CRI client (cri-client): bounds each CRI call; sandbox creation gets twice it, StopContainer and ExecSync their own timeout on top; image pulls are not bounded"`
@@ -54,22 +53,13 @@ type Config struct {
 	ClusterDomain      string        `yaml:"cluster_domain" flag:"cluster-domain" usage:"the cluster's DNS domain, searched by ClusterFirst pods (the kubelet's clusterDomain)"`
 	ResolvConf         string        `yaml:"resolv_conf" flag:"resolv-conf" usage:"resolver file that dnsPolicy Default pods get and ClusterFirst pods take search paths from; empty: a resolver on the pod's loopback only"`
 
-	// Housekeeping: container GC (the kubelet's flags of the same names),
-	// container log rotation and symlinks (KubeletConfiguration names).
-	MinimumContainerTTL         time.Duration `yaml:"minimum_container_ttl_duration" flag:"minimum-container-ttl-duration" usage:"minimum age of a finished container before it is garbage collected"`
-	MaxDeadPerContainer         int           `yaml:"maximum_dead_containers_per_container" flag:"maximum-dead-containers-per-container" usage:"dead instances kept per container of a pod (the newest of a pod that exists is always kept); negative: no limit"`
-	MaxDeadContainers           int           `yaml:"maximum_dead_containers" flag:"maximum-dead-containers" usage:"dead containers kept on the node in all; negative: no limit"`
-	ContainerGCPeriod           time.Duration `yaml:"container_gc_period" flag:"container-gc-period" usage:"how often dead containers, sandboxes and pod log dirs are collected (the kubelet: 1m)"`
-	ContainerLogMaxSize         string        `yaml:"container_log_max_size" flag:"container-log-max-size" usage:"size (a quantity: 10Mi) at which a container's log is rotated; negative turns rotation off"`
-	ContainerLogMaxFiles        int           `yaml:"container_log_max_files" flag:"container-log-max-files" usage:"log files (current and rotated) kept per container; at least 2"`
-	ContainerLogMaxWorkers      int           `yaml:"container_log_max_workers" flag:"container-log-max-workers" usage:"containers whose logs are rotated at once"`
-	ContainerLogMonitorInterval time.Duration `yaml:"container_log_monitor_interval" flag:"container-log-monitor-interval" usage:"how often container log sizes are checked"`
-	ContainerLogSymlinkDir      string        `yaml:"container_log_symlink_dir" flag:"container-log-symlink-dir" usage:"directory of the <pod>_<ns>_<container>-<id>.log symlinks to container logs; empty: none"`
-	ImageGCHighThreshold        int           `yaml:"image_gc_high_threshold_percent" flag:"image-gc-high-threshold-percent" usage:"image filesystem usage (percent) at or above which unused images are removed; 100 with image_maximum_gc_age 0 turns image GC off"`
-	ImageGCLowThreshold         int           `yaml:"image_gc_low_threshold_percent" flag:"image-gc-low-threshold-percent" usage:"image filesystem usage (percent) image GC frees down to"`
-	ImageMinimumGCAge           time.Duration `yaml:"image_minimum_gc_age" flag:"image-minimum-gc-age" usage:"minimum time since an unused image was first seen before it may be removed"`
-	ImageMaximumGCAge           time.Duration `yaml:"image_maximum_gc_age" flag:"image-maximum-gc-age" usage:"remove images unused for longer than this whatever the disk usage; 0: never"`
-	ImageGCPeriod               time.Duration `yaml:"image_gc_period" flag:"image-gc-period" usage:"how often image GC runs (the kubelet: 5m)"`
+	// The loop's periods, container GC (the kubelet's flags of the same
+	// names), container log rotation and symlinks, image GC
+	// (KubeletConfiguration names): each part's own config, inline.
+	Loop        syncloop.Config      `yaml:",inline"`
+	ContainerGC containergc.Config   `yaml:",inline"`
+	Logs        containerlogs.Config `yaml:",inline"`
+	ImageGC     imagegc.Config       `yaml:",inline"`
 
 	ImagePullCredentialsVerificationPolicy string   `yaml:"image_pull_credentials_verification_policy" flag:"image-pull-credentials-verification-policy" usage:"when a pod may use an image already on the node without pulling it with its own credentials: NeverVerify, NeverVerifyPreloadedImages (images podsyncd did not pull), NeverVerifyAllowlistedImages or AlwaysVerify"`
 	PreloadedImagesVerificationAllowlist   []string `yaml:"preloaded_images_verification_allowlist" flag:"preloaded-images-verification-allowlist" usage:"images (no tag or digest; a trailing /* matches a prefix) exempt from verification under NeverVerifyAllowlistedImages"`
@@ -128,38 +118,26 @@ type Server struct {
 	settings *settings
 }
 
-// New returns the service with the kubelet's defaults.
+// New returns the service with the kubelet's defaults, each part's from
+// its own Default.
 func New() *Server {
 	return &Server{metrics: kubeletmetrics.New(), cfg: Config{
-		Common:             service.DefaultCommon(),
-		PodLogsDir:         "/var/log/pods",
-		ResyncPeriod:       10 * time.Second,
-		RelistPeriod:       time.Second,
-		HousekeepingPeriod: 2 * time.Second,
-		BackoffInitial:     podruntime.DefaultBackoffInitial,
-		BackoffMax:         podruntime.DefaultBackoffMax,
-		RuntimeTimeout:     2 * time.Minute,
-		ResolvConf:         "/etc/resolv.conf",
+		Common:         service.DefaultCommon(),
+		PodLogsDir:     "/var/log/pods",
+		BackoffInitial: podruntime.DefaultBackoffInitial,
+		BackoffMax:     podruntime.DefaultBackoffMax,
+		RuntimeTimeout: 2 * time.Minute,
+		ResolvConf:     "/etc/resolv.conf",
 
-		MinimumContainerTTL:         containergc.DefaultPolicy().MinAge,
-		MaxDeadPerContainer:         containergc.DefaultPolicy().MaxPerPodContainer,
-		MaxDeadContainers:           containergc.DefaultPolicy().MaxContainers,
-		ContainerGCPeriod:           containergc.DefaultPeriod,
-		ContainerLogMaxSize:         "10Mi",
-		ContainerLogMaxFiles:        containerlogs.DefaultMaxFiles,
-		ContainerLogMaxWorkers:      containerlogs.DefaultWorkers,
-		ContainerLogMonitorInterval: containerlogs.DefaultMonitorInterval,
-		ContainerLogSymlinkDir:      containerlogs.DefaultSymlinkDir,
-		ImageGCHighThreshold:        imagegc.DefaultPolicy().HighThresholdPercent,
-		ImageGCLowThreshold:         imagegc.DefaultPolicy().LowThresholdPercent,
-		ImageMinimumGCAge:           imagegc.DefaultPolicy().MinAge,
-		ImageMaximumGCAge:           imagegc.DefaultPolicy().MaxAge,
-		ImageGCPeriod:               imagegc.DefaultPeriod,
-		CgroupsPerQOS:               true,
-		CgroupRoot:                  "/",
-		CgroupDriver:                podcgroups.DriverCgroupfs,
-		PodPidsLimit:                -1,
-		CPUCFSQuota:                 true,
+		Loop:          syncloop.Default(),
+		ContainerGC:   containergc.Default(),
+		Logs:          containerlogs.Default(),
+		ImageGC:       imagegc.Default(),
+		CgroupsPerQOS: true,
+		CgroupRoot:    "/",
+		CgroupDriver:  podcgroups.DriverCgroupfs,
+		PodPidsLimit:  -1,
+		CPUCFSQuota:   true,
 
 		EvictionPressureTransitionPeriod: evictionapi.DefaultPressureTransitionPeriod,
 		EvictionMonitoringPeriod:         eviction.DefaultMonitoringPeriod,
@@ -193,7 +171,7 @@ func (s *Server) Register(env *service.Env) error {
 	return nil
 }
 
-// evictionConfig parses the eviction settings; an error names the field.
+// evictionConfig parses the eviction settings; every error names its key.
 func (c *Config) evictionConfig() (eviction.Config, error) {
 	hard := c.EvictionHard
 	if hard == nil {
@@ -201,42 +179,14 @@ func (c *Config) evictionConfig() (eviction.Config, error) {
 	}
 	th, err := evictionapi.Parse(evictionapi.Config{Hard: hard, Soft: c.EvictionSoft,
 		SoftGracePeriod: c.EvictionSoftGracePeriod, MinimumReclaim: c.EvictionMinimumReclaim})
-	if err != nil {
+	periods := append(config.NotNegative(field.NewPath("eviction_pressure_transition_period"), c.EvictionPressureTransitionPeriod),
+		config.NotNegative(field.NewPath("volume_stats_agg_period"), c.VolumeStatsAggPeriod)...)
+	if err := errors.Join(err, config.Join(periods)); err != nil {
 		return eviction.Config{}, err
-	}
-	if c.EvictionPressureTransitionPeriod < 0 {
-		return eviction.Config{}, fmt.Errorf("eviction_pressure_transition_period must not be negative, got %s", c.EvictionPressureTransitionPeriod)
-	}
-	if c.VolumeStatsAggPeriod < 0 {
-		return eviction.Config{}, fmt.Errorf("volume_stats_agg_period must not be negative, got %s", c.VolumeStatsAggPeriod)
 	}
 	return eviction.Config{Thresholds: th, PressureTransitionPeriod: c.EvictionPressureTransitionPeriod,
 		MaxPodGracePeriodSeconds: int64(c.EvictionMaxPodGracePeriod), MonitoringPeriod: c.EvictionMonitoringPeriod,
 		LocalStorageCapacityIsolation: c.LocalStorageCapacityIsolation}, nil
-}
-
-func (c *Config) imagePolicy() imagegc.Policy {
-	return imagegc.Policy{HighThresholdPercent: c.ImageGCHighThreshold, LowThresholdPercent: c.ImageGCLowThreshold,
-		MinAge: c.ImageMinimumGCAge, MaxAge: c.ImageMaximumGCAge}
-}
-
-func (c *Config) gcPolicy() containergc.Policy {
-	return containergc.Policy{MinAge: c.MinimumContainerTTL, MaxPerPodContainer: c.MaxDeadPerContainer, MaxContainers: c.MaxDeadContainers}
-}
-
-// logPolicy parses the log rotation settings as the kubelet does (the size
-// is a resource quantity).
-func (c *Config) logPolicy() (containerlogs.Policy, error) {
-	q, err := resource.ParseQuantity(c.ContainerLogMaxSize)
-	if err != nil {
-		return containerlogs.Policy{}, fmt.Errorf("container_log_max_size %q: %w", c.ContainerLogMaxSize, err)
-	}
-	size, ok := q.AsInt64()
-	if !ok {
-		return containerlogs.Policy{}, fmt.Errorf("container_log_max_size %q is not a whole number of bytes", c.ContainerLogMaxSize)
-	}
-	p := containerlogs.Policy{MaxSize: size, MaxFiles: c.ContainerLogMaxFiles, Workers: c.ContainerLogMaxWorkers}
-	return p, p.Validate()
 }
 
 // Run implements service.Service: it waits for the runtime, builds every

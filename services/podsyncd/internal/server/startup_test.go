@@ -43,7 +43,7 @@ func startUpWhileCalled(t *testing.T) {
 	s.cfg.Socket = filepath.Join(dir, "podsyncd.sock")
 	s.cfg.DataDir = filepath.Join(dir, "data")
 	s.cfg.PodLogsDir = filepath.Join(dir, "pods")
-	s.cfg.ContainerLogSymlinkDir = ""
+	s.cfg.Logs.SymlinkDir = ""
 	s.cfg.CgroupsPerQOS = false
 	running := servicetest.Start(t, s, s.cfg.Socket, servicetest.WithLogLevel(slog.LevelError))
 	client := podsyncv1.NewPodSyncServiceClient(running.Dial(t))

@@ -32,11 +32,12 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/prober"
 )
 
-// Options tune the loop; zero values take the kubelet's defaults.
+// Options tune the loop; zero values take the kubelet's defaults (Default,
+// containergc.DefaultPeriod).
 type Options struct {
-	ResyncPeriod       time.Duration // per-pod resync (10 s)
-	RelistPeriod       time.Duration // PLEG relist (1 s)
-	HousekeepingPeriod time.Duration // housekeeping (2 s)
+	ResyncPeriod       time.Duration // per-pod resync
+	RelistPeriod       time.Duration // PLEG relist
+	HousekeepingPeriod time.Duration // housekeeping
 	// ContainerGC collects dead containers, sandboxes and pod log dirs
 	// every ContainerGCPeriod (1 min); nil collects nothing.
 	ContainerGC       *containergc.GC
@@ -120,14 +121,15 @@ type Loop struct {
 // New builds a loop over the given clients.
 func New(log *slog.Logger, rm *podruntime.Manager, rt criapi.RuntimeService, podcfg podconfigv1.PodConfigServiceClient,
 	status statusdv1.StatusServiceClient, nodes nodestatusv1.NodeStatusServiceClient, opts Options) *Loop {
+	def := Default()
 	if opts.ResyncPeriod == 0 {
-		opts.ResyncPeriod = 10 * time.Second
+		opts.ResyncPeriod = def.ResyncPeriod
 	}
 	if opts.RelistPeriod == 0 {
-		opts.RelistPeriod = time.Second
+		opts.RelistPeriod = def.RelistPeriod
 	}
 	if opts.HousekeepingPeriod == 0 {
-		opts.HousekeepingPeriod = 2 * time.Second
+		opts.HousekeepingPeriod = def.HousekeepingPeriod
 	}
 	if opts.ContainerGCPeriod == 0 {
 		opts.ContainerGCPeriod = containergc.DefaultPeriod
