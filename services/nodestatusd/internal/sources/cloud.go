@@ -26,32 +26,21 @@ type CloudState struct {
 
 // Cloud is a cached cloudsyncd client.
 type Cloud struct {
-	peer  peer[cloudsyncv1.CloudSyncServiceClient]
-	cache ttlCache[CloudState]
+	cachedPeer[cloudsyncv1.CloudSyncServiceClient, CloudState]
 }
 
 // NewCloud returns a cloudsyncd source; readings younger than maxAge are
 // reused.
 func NewCloud(endpoint string, maxAge time.Duration) *Cloud {
-	return &Cloud{peer: newPeer("cloudsyncd", endpoint, cloudsyncv1.NewCloudSyncServiceClient),
-		cache: ttlCache[CloudState]{maxAge: maxAge, now: time.Now}}
+	c := &Cloud{}
+	c.cachedPeer = newCachedPeer("cloudsyncd", endpoint, cloudsyncv1.NewCloudSyncServiceClient, maxAge, c.read,
+		func(err error) CloudState { return CloudState{Err: err} })
+	return c
 }
 
-// Close releases the connection.
-func (c *Cloud) Close() { c.peer.close() }
-
-// Get returns a reading no older than maxAge.
-func (c *Cloud) Get(ctx context.Context) CloudState { return c.cache.get(ctx, c.read) }
-
-func (c *Cloud) read(ctx context.Context) CloudState {
-	client, err := c.peer.get()
-	if err != nil {
-		return CloudState{Err: err}
-	}
-	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
-	defer cancel()
+func (c *Cloud) read(ctx context.Context, client cloudsyncv1.CloudSyncServiceClient) CloudState {
 	var st CloudState
-	resp, err := client.GetNodeAddresses(cctx, &cloudsyncv1.GetNodeAddressesRequest{})
+	resp, err := client.GetNodeAddresses(ctx, &cloudsyncv1.GetNodeAddressesRequest{})
 	if status.Code(err) == codes.FailedPrecondition {
 		return CloudState{NotConfigured: true}
 	}
@@ -65,7 +54,7 @@ func (c *Cloud) read(ctx context.Context) CloudState {
 		}
 		st.Addresses = append(st.Addresses, a)
 	}
-	md, err := client.GetInstanceMetadata(cctx, &cloudsyncv1.GetInstanceMetadataRequest{})
+	md, err := client.GetInstanceMetadata(ctx, &cloudsyncv1.GetInstanceMetadataRequest{})
 	if err == nil {
 		st.Metadata = md
 	}
