@@ -69,7 +69,7 @@ func (c *Config) complete(log *slog.Logger) (*settings, error) {
 		seccompRoot: c.SeccompProfileRoot,
 		gc:          c.ContainerGC.Policy(),
 		images:      c.ImageGC.Policy(),
-		shutdown:    c.shutdown(),
+		shutdown:    c.Shutdown,
 	}
 	if st.seccompRoot == "" {
 		st.seccompRoot = filepath.Join(c.DataDir, "seccomp")
@@ -77,6 +77,7 @@ func (c *Config) complete(log *slog.Logger) (*settings, error) {
 	fieldErrs := c.Loop.Validate()
 	fieldErrs = append(fieldErrs, c.ContainerGC.Validate()...)
 	fieldErrs = append(fieldErrs, c.ImageGC.Validate()...)
+	fieldErrs = append(fieldErrs, c.Shutdown.Validate()...)
 	var logErrs field.ErrorList
 	st.logs, logErrs = c.Logs.Policy()
 	fieldErrs = append(fieldErrs, logErrs...)
@@ -90,9 +91,6 @@ func (c *Config) complete(log *slog.Logger) (*settings, error) {
 	fieldErrs = append(fieldErrs, config.Positive(field.NewPath("eviction_monitoring_period"), c.EvictionMonitoringPeriod)...)
 	if c.PodLogsDir == "" {
 		fieldErrs = append(fieldErrs, field.Required(field.NewPath("pod_logs_dir"), ""))
-	}
-	if c.LogindDropIn == "" {
-		fieldErrs = append(fieldErrs, field.Required(field.NewPath("logind_drop_in"), ""))
 	}
 	errs := []error{config.Join(fieldErrs)}
 	check := func(err error) {
@@ -109,7 +107,6 @@ func (c *Config) complete(log *slog.Logger) (*settings, error) {
 	check(err)
 	st.sysctls, err = admission.NewSysctls(c.AllowedUnsafeSysctls, admission.KernelVersion())
 	check(err)
-	check(st.shutdown.Validate())
 	if c.ImageCredentialProviderConfig != "" {
 		st.credentials, err = credprovider.Load(c.ImageCredentialProviderConfig, c.ImageCredentialProviderBinDir, log)
 		check(err)
@@ -260,9 +257,8 @@ func (s *Server) build(ctx context.Context, env *service.Env, cri *criclient.Ser
 	// through the loop; the node's Ready condition is nodestatusd's, told
 	// through ReportReadyErrors.
 	p.ready = nodeshutdown.NewReadyReporter(nodes, env.Log, 0)
-	p.shutdown = nodeshutdown.New(st.shutdown, env.Log, nodeshutdown.WithBusAddress(c.SystemBusAddress),
-		nodeshutdown.WithDropIn(c.LogindDropIn), nodeshutdown.WithRecorder(recorder, c.NodeName), nodeshutdown.WithReadyErrors(p.ready.Set),
-		nodeshutdown.WithState(c.DataDir, s.metrics))
+	p.shutdown = nodeshutdown.New(st.shutdown, env.Log, nodeshutdown.WithRecorder(recorder, c.NodeName),
+		nodeshutdown.WithReadyErrors(p.ready.Set), nodeshutdown.WithState(c.DataDir, s.metrics))
 	p.loop = syncloop.New(env.Log, rm, rt,
 		podconfigv1.NewPodConfigServiceClient(conns[components.PodConfig]),
 		statusdv1.NewStatusServiceClient(conns[components.Statusd]),

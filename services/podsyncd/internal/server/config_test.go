@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/microlet/microlet/internal/config"
+	"github.com/microlet/microlet/services/podsyncd/internal/nodeshutdown"
 )
 
 func TestEvictionConfig(t *testing.T) {
@@ -49,20 +50,23 @@ func TestEvictionConfig(t *testing.T) {
 func TestPartsKeys(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "podsyncd.yaml")
 	body := "resync_period: 3s\ncontainer_gc_period: 2m\nmaximum_dead_containers: 7\ncontainer_log_max_size: 1Mi\n" +
-		"container_log_symlink_dir: /tmp/links\nimage_gc_high_threshold_percent: 90\n"
+		"container_log_symlink_dir: /tmp/links\nimage_gc_high_threshold_percent: 90\n" +
+		"shutdown_grace_period_by_pod_priority: [{priority: 0, shutdown_grace_period_seconds: 20}]\n"
 	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s := New()
-	if err := config.Load("podsyncd", &s.cfg, []string{"--config", file, "--image-gc-period=7m", "--relist-period=2s"}); err != nil {
+	if err := config.Load("podsyncd", &s.cfg, []string{"--config", file, "--image-gc-period=7m", "--relist-period=2s", "--system-bus-address=unix:path=/tmp/bus"}); err != nil {
 		t.Fatal(err)
 	}
 	c := s.cfg
 	if c.Loop.ResyncPeriod != 3*time.Second || c.Loop.RelistPeriod != 2*time.Second || c.Loop.HousekeepingPeriod != 2*time.Second ||
 		c.ContainerGC.Period != 2*time.Minute || c.ContainerGC.MaxDeadContainers != 7 || c.ContainerGC.MaxDeadPerContainer != 1 ||
 		c.Logs.MaxSize != "1Mi" || c.Logs.SymlinkDir != "/tmp/links" || c.Logs.MaxFiles != 5 ||
-		c.ImageGC.HighThreshold != 90 || c.ImageGC.LowThreshold != 80 || c.ImageGC.Period != 7*time.Minute {
-		t.Fatalf("loaded %+v %+v %+v %+v", c.Loop, c.ContainerGC, c.Logs, c.ImageGC)
+		c.ImageGC.HighThreshold != 90 || c.ImageGC.LowThreshold != 80 || c.ImageGC.Period != 7*time.Minute ||
+		len(c.Shutdown.ByPodPriority) != 1 || c.Shutdown.ByPodPriority[0].ShutdownGracePeriodSeconds != 20 ||
+		c.Shutdown.SystemBusAddress != "unix:path=/tmp/bus" || c.Shutdown.LogindDropIn != nodeshutdown.DefaultDropIn {
+		t.Fatalf("loaded %+v %+v %+v %+v %+v", c.Loop, c.ContainerGC, c.Logs, c.ImageGC, c.Shutdown)
 	}
 }
 
@@ -83,6 +87,7 @@ func TestCompleteReportsEveryError(t *testing.T) {
 	c.ClusterDNS = []string{"not-an-ip"}
 	c.EvictionPressureTransitionPeriod = -time.Second
 	c.PodLogsDir = ""
+	c.Shutdown.GracePeriod = 500 * time.Millisecond
 	_, err := c.complete(nil)
 	if err == nil {
 		t.Fatal("accepted")
@@ -98,6 +103,7 @@ func TestCompleteReportsEveryError(t *testing.T) {
 		`cluster_dns[0] "not-an-ip" is not an IP address`,
 		`eviction_pressure_transition_period: Invalid value: "-1s": must not be negative`,
 		`pod_logs_dir: Required value`,
+		`shutdown_grace_period: Invalid value: "500ms": must be either zero or otherwise >= 1s`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not say %q:\n%v", want, err)

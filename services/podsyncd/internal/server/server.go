@@ -90,18 +90,9 @@ type Config struct {
 	SystemReserved map[string]string `yaml:"system_reserved" flag:"system-reserved" usage:"resources reserved for the OS, kept out of kubepods; give nodestatusd the same"`
 
 	// Graceful node shutdown: the kubelet's shutdownGracePeriod,
-	// shutdownGracePeriodCriticalPods and shutdownGracePeriodByPodPriority
-	// (the last one only in the config file, as in the kubelet's).
-	ShutdownGracePeriod              time.Duration                        `yaml:"shutdown_grace_period" flag:"shutdown-grace-period" usage:"how long a node shutdown is delayed so pods can stop (graceful node shutdown through logind); 0 with no shutdown_grace_period_by_pod_priority: off"`
-	ShutdownGracePeriodCriticalPods  time.Duration                        `yaml:"shutdown_grace_period_critical_pods" flag:"shutdown-grace-period-critical-pods" usage:"the part of shutdown_grace_period kept for critical pods, which are stopped last"`
-	ShutdownGracePeriodByPodPriority []nodeshutdown.GracePeriodByPriority `yaml:"shutdown_grace_period_by_pod_priority"`
-	LogindDropIn                     string                               `yaml:"logind_drop_in" flag:"logind-drop-in" usage:"logind drop-in written when logind's InhibitDelayMaxSec is below the shutdown grace periods (the kubelet's file)"`
-	SystemBusAddress                 string                               `yaml:"system_bus_address" flag:"system-bus-address" usage:"D-Bus address of the system bus where logind is; empty: $DBUS_SYSTEM_BUS_ADDRESS or /var/run/dbus/system_bus_socket"`
-}
-
-func (c *Config) shutdown() nodeshutdown.Config {
-	return nodeshutdown.Config{GracePeriod: c.ShutdownGracePeriod, GracePeriodCriticalPods: c.ShutdownGracePeriodCriticalPods,
-		ByPodPriority: c.ShutdownGracePeriodByPodPriority}
+	// shutdownGracePeriodCriticalPods and shutdownGracePeriodByPodPriority,
+	// and where logind is.
+	Shutdown nodeshutdown.Config `yaml:",inline"`
 }
 
 // Server is the podsyncd service.
@@ -133,6 +124,7 @@ func New() *Server {
 		ContainerGC:   containergc.Default(),
 		Logs:          containerlogs.Default(),
 		ImageGC:       imagegc.Default(),
+		Shutdown:      nodeshutdown.Default(),
 		CgroupsPerQOS: true,
 		CgroupRoot:    "/",
 		CgroupDriver:  podcgroups.DriverCgroupfs,
@@ -143,7 +135,6 @@ func New() *Server {
 		EvictionMonitoringPeriod:         eviction.DefaultMonitoringPeriod,
 		LocalStorageCapacityIsolation:    true,
 		VolumeStatsAggPeriod:             stats.DefaultVolumeStatsPeriod,
-		LogindDropIn:                     nodeshutdown.DefaultDropIn,
 
 		ImagePullCredentialsVerificationPolicy: pullmanager.DefaultPolicy,
 	}}
