@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -117,12 +119,19 @@ var (
 	mapType      = reflect.TypeFor[map[string]string]()
 )
 
+// inline reports whether f's yaml tag inlines it: a part's own config
+// struct whose keys and flags are the service's.
+func inline(f reflect.StructField) bool {
+	_, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return slices.Contains(strings.Split(opts, ","), "inline")
+}
+
 func bind(fs *pflag.FlagSet, v reflect.Value) error {
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
 		fv := v.Field(i)
-		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+		if f.Type.Kind() == reflect.Struct && (f.Anonymous || inline(f)) {
 			if err := bind(fs, fv); err != nil {
 				return err
 			}

@@ -11,5 +11,11 @@
 //	cfg := &Config{SyncFrequency: 10 * time.Second}
 //	err := config.Load("cloudsyncd", cfg, os.Args[1:])
 //
+// A struct embedded, or a struct field tagged `yaml:",inline"`, contributes
+// its keys and flags as if they were the service's own: a subsystem's config
+// type lives in its package and the service config inlines it. Its checks
+// report field errors (k8s.io/apimachinery/pkg/util/validation/field), with
+// Positive and NotNegative the one wording of the common range checks.
+//
 // Unknown keys in the file are errors naming the file, line and key.
 package config

@@ -12,8 +12,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/microlet/microlet/internal/config"
 	"github.com/microlet/microlet/internal/kubeclient"
 	"github.com/microlet/microlet/internal/service"
 	"github.com/microlet/microlet/services/cloudsyncd/internal/cloud"
@@ -78,6 +80,7 @@ func (c *ControllerConfig) controllerSettings() (controllers.Config, error) {
 	if err != nil {
 		return out, fmt.Errorf("controllers: %w", err)
 	}
+	var errs field.ErrorList
 	for _, d := range []struct {
 		key string
 		v   time.Duration
@@ -90,15 +93,12 @@ func (c *ControllerConfig) controllerSettings() (controllers.Config, error) {
 		{"leader_elect_renew_deadline", c.LeaderElectRenewDeadline},
 		{"leader_elect_retry_period", c.LeaderElectRetryPeriod},
 	} {
-		if d.v <= 0 {
-			return out, fmt.Errorf("%s %s: must be positive", d.key, d.v)
-		}
+		errs = append(errs, config.Positive(field.NewPath(d.key), d.v)...)
 	}
-	if c.ConcurrentServiceSyncs < 1 {
-		return out, fmt.Errorf("concurrent_service_syncs %d: must be at least 1", c.ConcurrentServiceSyncs)
-	}
-	if c.ConcurrentNodeSyncs < 1 {
-		return out, fmt.Errorf("concurrent_node_syncs %d: must be at least 1", c.ConcurrentNodeSyncs)
+	errs = append(errs, config.Positive(field.NewPath("concurrent_service_syncs"), c.ConcurrentServiceSyncs)...)
+	errs = append(errs, config.Positive(field.NewPath("concurrent_node_syncs"), c.ConcurrentNodeSyncs)...)
+	if err := config.Join(errs); err != nil {
+		return out, err
 	}
 	if c.LeaderElect {
 		if c.LeaderElectLeaseDuration <= c.LeaderElectRenewDeadline {

@@ -3,14 +3,15 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/config"
 	"github.com/microlet/microlet/internal/kubeclient"
 	"github.com/microlet/microlet/internal/service"
 	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
@@ -88,11 +89,10 @@ func (s *Server) Config() service.CommonConfig { return &s.cfg }
 // provider and registers the API. Its errors become one-line exits with code 2.
 func (s *Server) Register(env *service.Env) error {
 	c := &s.cfg
-	if c.SyncFrequency <= 0 {
-		return fmt.Errorf("sync_frequency %s: must be positive", c.SyncFrequency)
-	}
-	if c.ProviderTimeout <= 0 {
-		return fmt.Errorf("provider_timeout %s: must be positive", c.ProviderTimeout)
+	errs := config.Positive(field.NewPath("sync_frequency"), c.SyncFrequency)
+	errs = append(errs, config.Positive(field.NewPath("provider_timeout"), c.ProviderTimeout)...)
+	if err := config.Join(errs); err != nil {
+		return err
 	}
 	if len(c.Controllers) > 0 {
 		// One mode per process: see registerControllers.

@@ -12,11 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/config"
 	"github.com/microlet/microlet/internal/evictionapi"
 	"github.com/microlet/microlet/internal/kubeclient"
 	"github.com/microlet/microlet/internal/service"
@@ -129,8 +131,8 @@ func (s *Server) Register(env *service.Env) error {
 
 func (s *Server) validate() error {
 	c := &s.cfg
-	if c.Simulate < 0 {
-		return fmt.Errorf("simulate: %d: must not be negative", c.Simulate)
+	if err := config.Join(config.NotNegative(field.NewPath("simulate"), c.Simulate)); err != nil {
+		return err
 	}
 	if c.Simulate > 0 {
 		if errs := validation.IsDNS1123Subdomain(c.SimulatePrefix + "-0"); len(errs) > 0 {
@@ -167,26 +169,18 @@ func (s *Server) validate() error {
 		}
 	}
 	s.nodeIPs = ips
-	for name, d := range map[string]time.Duration{
-		"node_status_update_frequency": c.NodeStatusUpdateFrequency,
-		"node_status_report_frequency": c.NodeStatusReportFrequency,
-		"fast_status_timeout":          c.FastStatusTimeout,
-	} {
-		if d <= 0 {
-			return fmt.Errorf("%s: %s: must be positive", name, d)
-		}
-	}
-	if c.NodeLeaseDurationSeconds <= 0 {
-		return fmt.Errorf("node_lease_duration_seconds: %d: must be positive", c.NodeLeaseDurationSeconds)
+	errs := config.Positive(field.NewPath("node_status_update_frequency"), c.NodeStatusUpdateFrequency)
+	errs = append(errs, config.Positive(field.NewPath("node_status_report_frequency"), c.NodeStatusReportFrequency)...)
+	errs = append(errs, config.Positive(field.NewPath("fast_status_timeout"), c.FastStatusTimeout)...)
+	errs = append(errs, config.Positive(field.NewPath("node_lease_duration_seconds"), c.NodeLeaseDurationSeconds)...)
+	errs = append(errs, config.Positive(field.NewPath("max_pods"), c.MaxPods)...)
+	errs = append(errs, config.Positive(field.NewPath("kube_api_qps"), c.KubeAPIQPS)...)
+	errs = append(errs, config.Positive(field.NewPath("kube_api_burst"), c.KubeAPIBurst)...)
+	if err := config.Join(errs); err != nil {
+		return err
 	}
 	if c.NodeLeaseRenewInterval < 0 || c.NodeLeaseRenewInterval >= time.Duration(c.NodeLeaseDurationSeconds)*time.Second {
 		return fmt.Errorf("node_lease_renew_interval: %s: must be shorter than the lease duration", c.NodeLeaseRenewInterval)
-	}
-	if c.MaxPods <= 0 {
-		return fmt.Errorf("max_pods: %d: must be positive", c.MaxPods)
-	}
-	if c.KubeAPIQPS <= 0 || c.KubeAPIBurst <= 0 {
-		return fmt.Errorf("kube_api_qps/kube_api_burst: must be positive")
 	}
 	hard := c.EvictionHard
 	if hard == nil {

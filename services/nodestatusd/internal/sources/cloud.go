@@ -3,15 +3,12 @@ package sources
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/microlet/microlet/internal/grpcclient"
 	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
 )
 
@@ -29,58 +26,35 @@ type CloudState struct {
 
 // Cloud is a cached cloudsyncd client.
 type Cloud struct {
-	endpoint string
-	cache    ttlCache[CloudState]
-
-	dialOnce sync.Once
-	dialErr  error
-	cc       *grpc.ClientConn
-	client   cloudsyncv1.CloudSyncServiceClient
+	cachedPeer[cloudsyncv1.CloudSyncServiceClient, CloudState]
 }
 
-// NewCloud returns a cloudsyncd source.
+// NewCloud returns a cloudsyncd source; readings younger than maxAge are
+// reused.
 func NewCloud(endpoint string, maxAge time.Duration) *Cloud {
-	return &Cloud{endpoint: endpoint, cache: ttlCache[CloudState]{maxAge: maxAge, now: time.Now}}
+	c := &Cloud{}
+	c.cachedPeer = newCachedPeer("cloudsyncd", endpoint, cloudsyncv1.NewCloudSyncServiceClient, maxAge, c.read,
+		func(err error) CloudState { return CloudState{Err: err} })
+	return c
 }
 
-// Close releases the connection.
-func (c *Cloud) Close() {
-	if c.cc != nil {
-		_ = c.cc.Close()
-	}
-}
-
-// Get returns a reading no older than maxAge.
-func (c *Cloud) Get(ctx context.Context) CloudState { return c.cache.get(ctx, c.read) }
-
-func (c *Cloud) read(ctx context.Context) CloudState {
-	c.dialOnce.Do(func() {
-		c.cc, c.dialErr = grpcclient.Dial(c.endpoint)
-		if c.dialErr == nil {
-			c.client = cloudsyncv1.NewCloudSyncServiceClient(c.cc)
-		}
-	})
-	if c.dialErr != nil {
-		return CloudState{Err: fmt.Errorf("cloudsyncd at %s: %w", c.endpoint, c.dialErr)}
-	}
-	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
-	defer cancel()
+func (c *Cloud) read(ctx context.Context, client cloudsyncv1.CloudSyncServiceClient) CloudState {
 	var st CloudState
-	resp, err := c.client.GetNodeAddresses(cctx, &cloudsyncv1.GetNodeAddressesRequest{})
+	resp, err := client.GetNodeAddresses(ctx, &cloudsyncv1.GetNodeAddressesRequest{})
 	if status.Code(err) == codes.FailedPrecondition {
 		return CloudState{NotConfigured: true}
 	}
 	if err != nil {
-		return CloudState{Err: fmt.Errorf("cloudsyncd at %s: %w", c.endpoint, err)}
+		return CloudState{Err: c.peer.wrap(err)}
 	}
 	for i, b := range resp.GetAddresses() {
 		var a corev1.NodeAddress
 		if err := a.Unmarshal(b); err != nil {
-			return CloudState{Err: fmt.Errorf("cloudsyncd at %s: address %d: %w", c.endpoint, i, err)}
+			return CloudState{Err: c.peer.wrap(fmt.Errorf("address %d: %w", i, err))}
 		}
 		st.Addresses = append(st.Addresses, a)
 	}
-	md, err := c.client.GetInstanceMetadata(cctx, &cloudsyncv1.GetInstanceMetadataRequest{})
+	md, err := client.GetInstanceMetadata(ctx, &cloudsyncv1.GetInstanceMetadataRequest{})
 	if err == nil {
 		st.Metadata = md
 	}

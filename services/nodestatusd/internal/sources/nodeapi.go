@@ -18,30 +18,19 @@ type NodeAPIState struct {
 // NodeAPI is a cached client of nodeapi's serving information, so the Node
 // advertises the port that really serves the kubelet API.
 type NodeAPI struct {
-	peer  peer[nodeapiv1.NodeAPIServiceClient]
-	cache ttlCache[NodeAPIState]
+	cachedPeer[nodeapiv1.NodeAPIServiceClient, NodeAPIState]
 }
 
 // NewNodeAPI returns a nodeapi source; readings younger than maxAge are reused.
 func NewNodeAPI(endpoint string, maxAge time.Duration) *NodeAPI {
-	return &NodeAPI{peer: newPeer("nodeapi", endpoint, nodeapiv1.NewNodeAPIServiceClient),
-		cache: ttlCache[NodeAPIState]{maxAge: maxAge, now: time.Now}}
+	n := &NodeAPI{}
+	n.cachedPeer = newCachedPeer("nodeapi", endpoint, nodeapiv1.NewNodeAPIServiceClient, maxAge, n.read,
+		func(err error) NodeAPIState { return NodeAPIState{Err: err} })
+	return n
 }
 
-// Close releases the connection.
-func (n *NodeAPI) Close() { n.peer.close() }
-
-// Get returns a reading no older than maxAge.
-func (n *NodeAPI) Get(ctx context.Context) NodeAPIState { return n.cache.get(ctx, n.read) }
-
-func (n *NodeAPI) read(ctx context.Context) NodeAPIState {
-	client, err := n.peer.get()
-	if err != nil {
-		return NodeAPIState{Err: err}
-	}
-	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
-	defer cancel()
-	resp, err := client.GetServingInfo(cctx, &nodeapiv1.GetServingInfoRequest{})
+func (n *NodeAPI) read(ctx context.Context, client nodeapiv1.NodeAPIServiceClient) NodeAPIState {
+	resp, err := client.GetServingInfo(ctx, &nodeapiv1.GetServingInfoRequest{})
 	if err != nil {
 		return NodeAPIState{Err: n.peer.wrap(err)}
 	}

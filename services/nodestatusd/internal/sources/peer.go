@@ -1,9 +1,11 @@
 package sources
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -51,6 +53,39 @@ func (p *peer[C]) close() {
 		_ = p.cc.Close()
 	}
 }
+
+// cachedPeer is what every peer source shares: the peer's client, dialed on
+// first use, and its latest reading S, reused while younger than maxAge.
+// A source supplies read (one reading, given the client and a context
+// bounded by CallTimeout) and fail (the reading that reports an error).
+type cachedPeer[C, S any] struct {
+	peer  peer[C]
+	cache ttlCache[S]
+	read  func(ctx context.Context, client C) S
+	fail  func(error) S
+}
+
+func newCachedPeer[C, S any](name, endpoint string, newClient func(grpc.ClientConnInterface) C, maxAge time.Duration,
+	read func(context.Context, C) S, fail func(error) S) cachedPeer[C, S] {
+	return cachedPeer[C, S]{peer: newPeer(name, endpoint, newClient), cache: ttlCache[S]{maxAge: maxAge, now: time.Now},
+		read: read, fail: fail}
+}
+
+// Get returns a reading no older than maxAge.
+func (s *cachedPeer[C, S]) Get(ctx context.Context) S {
+	return s.cache.get(ctx, func(ctx context.Context) S {
+		client, err := s.peer.get()
+		if err != nil {
+			return s.fail(err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+		defer cancel()
+		return s.read(cctx, client)
+	})
+}
+
+// Close releases the connection.
+func (s *cachedPeer[C, S]) Close() { s.peer.close() }
 
 // errNoPort is nodeapi answering without a port.
 var errNoPort = errors.New("no port")

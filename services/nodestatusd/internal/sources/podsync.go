@@ -22,30 +22,19 @@ type PressureState struct {
 // PodSync is a cached client of podsyncd's GetNodePressure: podsyncd's
 // eviction manager judges pressure, nodestatusd only reports it.
 type PodSync struct {
-	peer  peer[podsyncv1.PodSyncServiceClient]
-	cache ttlCache[PressureState]
+	cachedPeer[podsyncv1.PodSyncServiceClient, PressureState]
 }
 
 // NewPodSync returns a podsyncd source; readings younger than maxAge are reused.
 func NewPodSync(endpoint string, maxAge time.Duration) *PodSync {
-	return &PodSync{peer: newPeer("podsyncd", endpoint, podsyncv1.NewPodSyncServiceClient),
-		cache: ttlCache[PressureState]{maxAge: maxAge, now: time.Now}}
+	p := &PodSync{}
+	p.cachedPeer = newCachedPeer("podsyncd", endpoint, podsyncv1.NewPodSyncServiceClient, maxAge, p.read,
+		func(err error) PressureState { return PressureState{Err: err} })
+	return p
 }
 
-// Close releases the connection.
-func (p *PodSync) Close() { p.peer.close() }
-
-// Get returns a reading no older than maxAge.
-func (p *PodSync) Get(ctx context.Context) PressureState { return p.cache.get(ctx, p.read) }
-
-func (p *PodSync) read(ctx context.Context) PressureState {
-	client, err := p.peer.get()
-	if err != nil {
-		return PressureState{Err: err}
-	}
-	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
-	defer cancel()
-	resp, err := client.GetNodePressure(cctx, &podsyncv1.GetNodePressureRequest{})
+func (p *PodSync) read(ctx context.Context, client podsyncv1.PodSyncServiceClient) PressureState {
+	resp, err := client.GetNodePressure(ctx, &podsyncv1.GetNodePressureRequest{})
 	if err != nil {
 		return PressureState{Err: p.peer.wrap(err)}
 	}

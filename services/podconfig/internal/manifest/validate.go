@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/microlet/microlet/internal/podutil"
 )
 
 // validate checks the parts of upstream's ValidatePodCreate that a static pod
@@ -196,7 +198,7 @@ func validateContainer(c *corev1.Container, p *field.Path, names, vols sets.Set[
 			continue
 		}
 		pp := p.Child(pr.name)
-		if init && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+		if init && !podutil.IsSidecar(c) {
 			errs = append(errs, field.Forbidden(pp, "may not be set for init containers without restartPolicy=Always"))
 			continue
 		}

@@ -44,14 +44,6 @@ func DefaultPolicy() Policy {
 	return Policy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1}
 }
 
-// Validate names a setting the collector cannot apply.
-func (p Policy) Validate() error {
-	if p.MinAge < 0 {
-		return fmt.Errorf("minimum_container_ttl_duration must not be negative, got %s", p.MinAge)
-	}
-	return nil
-}
-
 // Options are the collector's surroundings.
 type Options struct {
 	// PodLogsDir holds the pod log directories (<ns>_<name>_<uid>); empty

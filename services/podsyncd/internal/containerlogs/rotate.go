@@ -14,9 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/microlet/microlet/internal/config"
 )
 
 // The kubelet's defaults (KubeletConfiguration containerLogMaxSize,
@@ -47,15 +50,13 @@ type Policy struct {
 	Workers int
 }
 
-// Validate names the first setting that cannot work.
-func (p Policy) Validate() error {
+// Validate names every setting that cannot work, by its config key.
+func (p Policy) Validate() field.ErrorList {
+	var errs field.ErrorList
 	if p.MaxFiles <= 1 {
-		return fmt.Errorf("container_log_max_files must be greater than 1, got %d", p.MaxFiles)
+		errs = append(errs, field.Invalid(field.NewPath("container_log_max_files"), p.MaxFiles, "must be greater than 1"))
 	}
-	if p.Workers < 1 {
-		return fmt.Errorf("container_log_max_workers must be at least 1, got %d", p.Workers)
-	}
-	return nil
+	return append(errs, config.Positive(field.NewPath("container_log_max_workers"), p.Workers)...)
 }
 
 // Rotator rotates the logs of running containers.

@@ -49,6 +49,22 @@ type Config struct {
 	NodeName string
 }
 
+// Validate checks the cluster DNS servers (IP addresses) and the cluster
+// domain (a DNS subdomain), naming the field.
+func (c Config) Validate() error {
+	for i, s := range c.ClusterDNS {
+		if _, err := netip.ParseAddr(s); err != nil {
+			return fmt.Errorf("cluster_dns[%d] %q is not an IP address", i, s)
+		}
+	}
+	if c.ClusterDomain != "" {
+		if errs := validation.IsDNS1123Subdomain(strings.TrimSuffix(c.ClusterDomain, ".")); len(errs) > 0 {
+			return fmt.Errorf("cluster_domain %q: %s", c.ClusterDomain, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
 // Configurer computes pods' DNS settings.
 type Configurer struct {
 	cfg     Config
@@ -60,15 +76,8 @@ type Configurer struct {
 
 // New validates cfg and returns a Configurer recording its warnings with rec.
 func New(cfg Config, rec events.Recorder) (*Configurer, error) {
-	for i, s := range cfg.ClusterDNS {
-		if _, err := netip.ParseAddr(s); err != nil {
-			return nil, fmt.Errorf("cluster_dns[%d] %q is not an IP address", i, s)
-		}
-	}
-	if cfg.ClusterDomain != "" {
-		if errs := validation.IsDNS1123Subdomain(strings.TrimSuffix(cfg.ClusterDomain, ".")); len(errs) > 0 {
-			return nil, fmt.Errorf("cluster_domain %q: %s", cfg.ClusterDomain, strings.Join(errs, "; "))
-		}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.HostsPath == "" {
 		cfg.HostsPath = "/etc/hosts"

@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/internal/evictionapi"
-	"github.com/microlet/microlet/internal/podsource"
+	"github.com/microlet/microlet/internal/podutil"
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
 	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 	"github.com/microlet/microlet/services/podsyncd/internal/resources"
@@ -32,9 +32,6 @@ const (
 	podCleanupTimeout = 30 * time.Second
 	// podCleanupPoll is how often that wait checks.
 	podCleanupPoll = time.Second
-	// systemCriticalPriority is scheduling's SystemCriticalPriority:
-	// pods at or above it are critical and never evicted.
-	systemCriticalPriority = 2000000000
 )
 
 // Config is the eviction policy.
@@ -389,15 +386,8 @@ func (m *Manager) reclaimNodeLevel(ctx context.Context, s evictionapi.Signal, lo
 	return len(thresholdsMet(m.cfg.Thresholds, obs, true)) == 0
 }
 
-// IsCritical is the kubelet's IsCriticalPod: static and mirror pods and
-// pods at system-critical priority are never evicted and always admitted.
-func IsCritical(pod *corev1.Pod) bool {
-	return podsource.IsStatic(pod) || podsource.IsMirror(pod) ||
-		(pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority)
-}
-
 func (m *Manager) evict(pod *corev1.Pod, grace int64, msg string, ann map[string]string, condition bool, log *slog.Logger) bool {
-	if IsCritical(pod) {
+	if podutil.IsCritical(pod) {
 		log.Error("eviction manager: cannot evict a critical pod", "pod", pod.Namespace+"/"+pod.Name)
 		return false
 	}
@@ -423,7 +413,7 @@ func (m *Manager) event(obj runtime.Object, ann map[string]string, reason, msg s
 // A refusal has reason Evicted and the kubelet's message.
 func (m *Manager) Admit(pod *corev1.Pod) (ok bool, reason, message string) {
 	p := m.Pressure()
-	if len(p.Conditions) == 0 || IsCritical(pod) {
+	if len(p.Conditions) == 0 || podutil.IsCritical(pod) {
 		return true, "", ""
 	}
 	if len(p.Conditions) == 1 && p.Conditions[0] == corev1.NodeMemoryPressure {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/microlet/microlet/internal/evictionapi"
 	"github.com/microlet/microlet/internal/podsource"
+	"github.com/microlet/microlet/internal/podutil"
 	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 )
@@ -328,7 +329,7 @@ func TestCriticalPodsNeverEvicted(t *testing.T) {
 	w.memAvail, w.memWS = "100Mi", "3Gi"
 	static := podSpec("static", nil, nil)
 	static.Annotations = map[string]string{podsource.SourceAnnotation: podsource.FileSource}
-	prio := int32(systemCriticalPriority)
+	prio := podutil.SystemCriticalPriority
 	critical := podSpec("critical", nil, nil)
 	critical.Spec.Priority = &prio
 	w.pods = []*corev1.Pod{static, critical}

@@ -50,25 +50,6 @@ func DefaultPolicy() Policy {
 	return Policy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: 2 * time.Minute}
 }
 
-// Validate names the setting that is out of range.
-func (p Policy) Validate() error {
-	switch {
-	case p.HighThresholdPercent < 0 || p.HighThresholdPercent > 100:
-		return fmt.Errorf("image_gc_high_threshold_percent must be within [0, 100], got %d", p.HighThresholdPercent)
-	case p.LowThresholdPercent < 0 || p.LowThresholdPercent > 100:
-		return fmt.Errorf("image_gc_low_threshold_percent must be within [0, 100], got %d", p.LowThresholdPercent)
-	case p.LowThresholdPercent > p.HighThresholdPercent:
-		return fmt.Errorf("image_gc_low_threshold_percent (%d) must not be above image_gc_high_threshold_percent (%d)", p.LowThresholdPercent, p.HighThresholdPercent)
-	case p.MinAge < 0:
-		return fmt.Errorf("image_minimum_gc_age must not be negative, got %s", p.MinAge)
-	case p.MaxAge < 0:
-		return fmt.Errorf("image_maximum_gc_age must not be negative, got %s", p.MaxAge)
-	case p.MaxAge > 0 && p.MaxAge < p.MinAge:
-		return fmt.Errorf("image_maximum_gc_age (%s) must not be below image_minimum_gc_age (%s)", p.MaxAge, p.MinAge)
-	}
-	return nil
-}
-
 // Disabled is the kubelet's switch-off: a high threshold of 100 and no MaxAge.
 func (p Policy) Disabled() bool { return p.HighThresholdPercent == 100 && p.MaxAge == 0 }
 

@@ -213,8 +213,8 @@ func TestMaxAge(t *testing.T) {
 }
 
 func TestPolicy(t *testing.T) {
-	if err := DefaultPolicy().Validate(); err != nil {
-		t.Errorf("default: %v", err)
+	if errs := Default().Validate(); len(errs) > 0 {
+		t.Errorf("default: %v", errs)
 	}
 	for _, p := range []Policy{
 		{HighThresholdPercent: 101},
@@ -222,7 +222,7 @@ func TestPolicy(t *testing.T) {
 		{HighThresholdPercent: 80, LowThresholdPercent: -1},
 		{HighThresholdPercent: 80, MinAge: time.Hour, MaxAge: time.Minute},
 	} {
-		if p.Validate() == nil {
+		if len(p.Validate()) == 0 {
 			t.Errorf("%+v accepted", p)
 		}
 	}

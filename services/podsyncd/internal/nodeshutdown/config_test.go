@@ -9,10 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-)
 
-// highestUserDefinable is scheduling.HighestUserDefinablePriority.
-const highestUserDefinable int32 = 1000000000
+	"github.com/microlet/microlet/internal/config"
+	"github.com/microlet/microlet/internal/podutil"
+)
 
 // TestPeriods holds the short form's conversion to the kubelet's vectors
 // (Test_migrateConfig in pkg/kubelet/nodeshutdown).
@@ -22,9 +22,9 @@ func TestPeriods(t *testing.T) {
 		want []GracePeriodByPriority
 	}{
 		"both periods": {Config{GracePeriod: 300 * time.Second, GracePeriodCriticalPods: 120 * time.Second},
-			[]GracePeriodByPriority{{0, 180}, {SystemCriticalPriority, 120}}},
+			[]GracePeriodByPriority{{0, 180}, {podutil.SystemCriticalPriority, 120}}},
 		"only shutdownGracePeriod": {Config{GracePeriod: 100 * time.Second},
-			[]GracePeriodByPriority{{0, 100}, {SystemCriticalPriority, 0}}},
+			[]GracePeriodByPriority{{0, 100}, {podutil.SystemCriticalPriority, 0}}},
 		"empty":                {Config{}, nil},
 		"critical above total": {Config{GracePeriod: time.Second, GracePeriodCriticalPods: 100 * time.Second}, nil},
 		"by priority, sorted low to high": {Config{ByPodPriority: []GracePeriodByPriority{{100000, 10}, {0, 30}, {10000, 20}}},
@@ -47,24 +47,26 @@ func TestValidate(t *testing.T) {
 		cfg  Config
 		want []string // substrings; none means valid
 	}{
-		"off":         {Config{}, nil},
-		"short form":  {Config{GracePeriod: 30 * time.Second, GracePeriodCriticalPods: 10 * time.Second}, nil},
-		"by priority": {Config{ByPodPriority: []GracePeriodByPriority{{0, 10}, {SystemCriticalPriority, 5}}}, nil},
+		"off": {Config{}, nil},
+		"no drop-in": {Config{GracePeriod: 30 * time.Second},
+			[]string{"logind_drop_in: Required value: graceful shutdown may need to raise logind's delay"}},
+		"short form":  {Config{GracePeriod: 30 * time.Second, GracePeriodCriticalPods: 10 * time.Second, LogindDropIn: DefaultDropIn}, nil},
+		"by priority": {Config{ByPodPriority: []GracePeriodByPriority{{0, 10}, {podutil.SystemCriticalPriority, 5}}, LogindDropIn: DefaultDropIn}, nil},
 		"critical above total": {Config{GracePeriod: 10 * time.Second, GracePeriodCriticalPods: 20 * time.Second},
-			[]string{"shutdown_grace_period_critical_pods (20s) must be <= shutdown_grace_period (10s)"}},
+			[]string{`shutdown_grace_period_critical_pods: Invalid value: "20s": must be <= shutdown_grace_period (10s)`}},
 		"sub-second": {Config{GracePeriod: 500 * time.Millisecond},
-			[]string{"shutdown_grace_period (500ms) must be either zero or otherwise >= 1s"}},
+			[]string{`shutdown_grace_period: Invalid value: "500ms": must be either zero or otherwise >= 1s`}},
 		"negative critical": {Config{GracePeriod: 10 * time.Second, GracePeriodCriticalPods: -time.Second},
-			[]string{"shutdown_grace_period_critical_pods (-1s) must be either zero"}},
+			[]string{`shutdown_grace_period_critical_pods: Invalid value: "-1s": must be either zero`}},
 		"both forms": {Config{GracePeriod: 10 * time.Second, ByPodPriority: []GracePeriodByPriority{{0, 10}}},
-			[]string{"shutdown_grace_period_by_pod_priority cannot be given together with shutdown_grace_period or shutdown_grace_period_critical_pods"}},
+			[]string{"shutdown_grace_period_by_pod_priority: Forbidden: cannot be given together with shutdown_grace_period or shutdown_grace_period_critical_pods"}},
 		"both forms (critical only)": {Config{GracePeriodCriticalPods: 10 * time.Second, ByPodPriority: []GracePeriodByPriority{{0, 10}}},
-			[]string{"cannot be given together", "shutdown_grace_period_critical_pods (10s) must be <= shutdown_grace_period (0s)"}},
+			[]string{"cannot be given together", `shutdown_grace_period_critical_pods: Invalid value: "10s": must be <= shutdown_grace_period (0s)`}},
 		"negative seconds": {Config{ByPodPriority: []GracePeriodByPriority{{0, 10}, {5, -1}}},
-			[]string{"shutdown_grace_period_by_pod_priority[1].shutdown_grace_period_seconds: -1 must not be negative"}},
+			[]string{"shutdown_grace_period_by_pod_priority[1].shutdown_grace_period_seconds: Invalid value: -1: must not be negative"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			err := tc.cfg.Validate()
+			err := config.Join(tc.cfg.Validate())
 			if len(tc.want) == 0 {
 				if err != nil {
 					t.Fatalf("Validate() = %v, want nil", err)
@@ -108,7 +110,7 @@ func TestGroupByPriority(t *testing.T) {
 	}{
 		"migrated config": {
 			Config{GracePeriod: 300 * time.Second, GracePeriodCriticalPods: 120 * time.Second}.Periods(),
-			[]*corev1.Pod{pod("normal-pod", 0, nil), pod("highest-user-definable-pod", highestUserDefinable, nil), pod("critical-pod", SystemCriticalPriority, nil)},
+			[]*corev1.Pod{pod("normal-pod", 0, nil), pod("highest-user-definable-pod", podutil.HighestUserDefinablePriority, nil), pod("critical-pod", podutil.SystemCriticalPriority, nil)},
 			[][]string{{"normal-pod", "highest-user-definable-pod"}, {"critical-pod"}},
 		},
 		"pod priority":           {four, six, [][]string{{"pod-0", "pod-1"}, {"pod-2"}, {"pod-3"}, {"pod-4", "pod-5"}}},

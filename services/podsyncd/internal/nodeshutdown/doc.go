@@ -8,7 +8,7 @@
 // condition) and only then releases the lock so the shutdown goes on.
 //
 //	cfg := nodeshutdown.Config{GracePeriod: 30 * time.Second, GracePeriodCriticalPods: 10 * time.Second}
-//	if err := cfg.Validate(); err != nil { ... }          // errors name the config key
+//	if errs := cfg.Validate(); len(errs) > 0 { ... }      // field errors by config key
 //	m := nodeshutdown.New(cfg, log, nodeshutdown.WithReadyErrors(report))
 //	go m.Run(ctx, pods)                                    // no system bus: one log line, retried with backoff
 //	if ok, reason, msg := m.Admit(); !ok { reject(pod, reason, msg) }

@@ -101,10 +101,16 @@ func WithState(dir string, metrics *kubeletmetrics.Metrics) Option {
 // WithRetry sets the backoff between attempts to reach logind.
 func WithRetry(b wait.Backoff) Option { return func(o *options) { o.retry = b } }
 
-// New returns a manager for cfg (validated by the caller).
+// New returns a manager for cfg (validated by the caller); WithBusAddress
+// and WithDropIn override cfg's.
 func New(cfg Config, log *slog.Logger, opts ...Option) *Manager {
+	dropIn := cfg.LogindDropIn
+	if dropIn == "" {
+		dropIn = DefaultDropIn
+	}
 	o := options{
-		dropIn: DefaultDropIn,
+		bus:    cfg.SystemBusAddress,
+		dropIn: dropIn,
 		clock:  clock.RealClock{},
 		retry:  wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 2 * time.Minute},
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/microlet/microlet/internal/podutil"
 	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/logind"
 	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
@@ -100,7 +101,7 @@ func TestShutdownOverRealBus(t *testing.T) {
 	dropIn := filepath.Join(t.TempDir(), "logind.conf.d", "99-kubelet.conf")
 	ld := logind.Start(t, bus, dropIn, time.Second) // below the 30 s needed
 
-	k := newKiller(pod("critical", SystemCriticalPriority, nil), pod("normal", 0, ptr.To[int64](5)), pod("batch", -5, nil))
+	k := newKiller(pod("critical", podutil.SystemCriticalPriority, nil), pod("normal", 0, ptr.To[int64](5)), pod("batch", -5, nil))
 	ready := &readyLog{}
 	stateDir := t.TempDir()
 	metrics := kubeletmetrics.New()

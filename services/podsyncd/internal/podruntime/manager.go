@@ -21,6 +21,7 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
+	"github.com/microlet/microlet/internal/podutil"
 	"github.com/microlet/microlet/services/podsyncd/internal/containerlogs"
 	"github.com/microlet/microlet/services/podsyncd/internal/dns"
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
@@ -316,12 +317,6 @@ func restartAllowed(pod *corev1.Pod, c *corev1.Container, exitCode int32) bool {
 	}
 }
 
-// IsSidecar reports whether the init container c is a sidecar
-// (restartPolicy Always): it keeps running beside the app containers.
-func IsSidecar(c *corev1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
-}
-
 // ComputePodActions compares the pod's spec with its runtime state.
 func (m *Manager) ComputePodActions(pod *corev1.Pod, st *PodStatus) Actions {
 	a := Actions{NextInit: -1, Kill: map[string]string{}}
@@ -385,7 +380,7 @@ func (m *Manager) ComputePodActions(pod *corev1.Pod, st *PodStatus) Actions {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := st.Latest(c.Name)
-		if IsSidecar(c) {
+		if podutil.IsSidecar(c) {
 			start := cs == nil || cs.State == StateExited || cs.State == StateCreated
 			if cs != nil && cs.State == StateRunning {
 				if cs.Hash != HashContainer(c) {
@@ -618,7 +613,7 @@ func (m *Manager) initTimes(pod *corev1.Pod, st *PodStatus) {
 	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if IsSidecar(c) {
+		if podutil.IsSidecar(c) {
 			continue
 		}
 		if cs := st.Latest(c.Name); cs != nil && cs.State == StateExited && !cs.FinishedAt.IsZero() {
@@ -731,7 +726,7 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 		return
 	}
 	m.setReason(pod.UID, c.Name, nil)
-	if kind == kindInit && !IsSidecar(c) {
+	if kind == kindInit && !podutil.IsSidecar(c) {
 		m.opts.Startup.InitContainerStarted(pod.UID, m.opts.Clock.Now())
 	}
 	m.containerEvent(pod, c, createdID, corev1.EventTypeNormal, events.Started, "Container started")
@@ -876,7 +871,7 @@ func (m *Manager) KillPod(ctx context.Context, pod *corev1.Pod, st *PodStatus, g
 	order := map[string]int{}
 	if pod != nil {
 		for i := range pod.Spec.InitContainers {
-			if IsSidecar(&pod.Spec.InitContainers[i]) {
+			if podutil.IsSidecar(&pod.Spec.InitContainers[i]) {
 				order[pod.Spec.InitContainers[i].Name] = i
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/microlet/microlet/internal/podutil"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 	"github.com/microlet/microlet/services/podsyncd/internal/resources"
 )
@@ -169,7 +170,7 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 				// it has exited 0, never while it runs: the kubelet's prober
 				// manager sets Ready for them from the terminated state alone,
 				// and Initialized lists a running one as incomplete.
-				if init && !podruntime.IsSidecar(c) {
+				if init && !podutil.IsSidecar(c) {
 					ready = false
 				}
 				cs.Started = &started
@@ -187,7 +188,7 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 					cs.State.Terminated = term
 					// A finished (non-sidecar) init container is ready,
 					// as the kubelet's prober manager reports it.
-					if init && !podruntime.IsSidecar(c) && term.ExitCode == 0 {
+					if init && !podutil.IsSidecar(c) && term.ExitCode == 0 {
 						cs.Ready = true
 					}
 				}
@@ -277,7 +278,7 @@ func Phase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus) cor
 	pendingInit := false
 	for i, s := range initStatuses {
 		spec := &pod.Spec.InitContainers[i]
-		if podruntime.IsSidecar(spec) {
+		if podutil.IsSidecar(spec) {
 			if s.State.Running == nil {
 				pendingInit = true
 			}
@@ -367,27 +368,10 @@ func conditions(in Input, st *corev1.PodStatus) []corev1.PodCondition {
 	}
 	terminal := st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed
 	sandboxReady := in.Runtime.ReadySandbox() != nil && !terminal
-	unknown, unready := unreadyContainers(in.Pod, st)
-	containersReady := !terminal && len(unknown) == 0 && len(unready) == 0
-	readyReason, readyMessage := "ContainersNotReady", ""
-	switch {
-	case st.Phase == corev1.PodSucceeded && len(unknown) == 0:
-		readyReason = "PodCompleted"
-	case st.Phase == corev1.PodFailed:
-		readyReason = "PodFailed"
-	case st.Phase == corev1.PodSucceeded:
-		containersReady = false
-		fallthrough
-	default:
-		var msg []string
-		if len(unknown) > 0 {
-			msg = append(msg, fmt.Sprintf("containers with unknown status: %v", unknown))
-		}
-		if len(unready) > 0 {
-			msg = append(msg, fmt.Sprintf("containers with unready status: %v", unready))
-		}
-		readyMessage = strings.Join(msg, ", ")
-	}
+	// Ready is ContainersReady here: statusd judges the readiness gates,
+	// whose conditions others write.
+	cr := podutil.ContainersReadyCondition(in.Pod, st)
+	containersReady, readyReason, readyMessage := cr.Status == corev1.ConditionTrue, cr.Reason, cr.Message
 	init := mk(corev1.PodInitialized, true, "")
 	if ok, reason, msg := initialized(in.Pod, st); !ok || reason != "" {
 		init = mk(corev1.PodInitialized, ok, "")
@@ -400,39 +384,6 @@ func conditions(in Input, st *corev1.PodStatus) []corev1.PodCondition {
 		withMessage(mk(corev1.PodReady, containersReady, readyReason), readyMessage),
 		mk(corev1.PodScheduled, true, ""),
 	}
-}
-
-// unreadyContainers lists, as the kubelet's ContainersReady condition does,
-// the sidecars (restartable init containers) and regular containers of pod
-// that have no status yet (unknown) or are not ready (unready), in spec
-// order: a pod is not ready while a sidecar's readiness probe has not
-// passed.
-func unreadyContainers(pod *corev1.Pod, st *corev1.PodStatus) (unknown, unready []string) {
-	find := func(list []corev1.ContainerStatus, name string) *corev1.ContainerStatus {
-		for i := range list {
-			if list[i].Name == name {
-				return &list[i]
-			}
-		}
-		return nil
-	}
-	check := func(list []corev1.ContainerStatus, name string) {
-		switch cs := find(list, name); {
-		case cs == nil:
-			unknown = append(unknown, name)
-		case !cs.Ready:
-			unready = append(unready, name)
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if podruntime.IsSidecar(&pod.Spec.InitContainers[i]) {
-			check(st.InitContainerStatuses, pod.Spec.InitContainers[i].Name)
-		}
-	}
-	for _, c := range pod.Spec.Containers {
-		check(st.ContainerStatuses, c.Name)
-	}
-	return unknown, unready
 }
 
 // withMessage sets a False condition's message.
@@ -462,7 +413,7 @@ func initialized(pod *corev1.Pod, st *corev1.PodStatus) (ok bool, reason, messag
 		switch {
 		case !found:
 			unknown = append(unknown, c.Name)
-		case podruntime.IsSidecar(c):
+		case podutil.IsSidecar(c):
 			if cs.Started == nil || !*cs.Started {
 				incomplete = append(incomplete, c.Name)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/microlet/microlet/internal/podutil"
 	"github.com/microlet/microlet/services/podsyncd/internal/criexec"
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
 	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
@@ -138,7 +139,7 @@ func (m *Manager) Sync(pod *corev1.Pod, st *podruntime.PodStatus) {
 	// probed, as upstream's prober manager does; other init containers are not.
 	var specs []*corev1.Container
 	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; podruntime.IsSidecar(c) {
+		if c := &pod.Spec.InitContainers[i]; podutil.IsSidecar(c) {
 			specs = append(specs, c)
 		}
 	}

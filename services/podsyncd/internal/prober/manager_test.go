@@ -212,11 +212,16 @@ func TestProbeMetrics(t *testing.T) {
 		}
 		return got
 	}
-	eventually(t, "three runs counted", func() bool {
+	// The counter moves before the histogram: wait for both, then check
+	// the histogram did not time the failure.
+	timed := func() uint64 {
+		return gather().Count("prober_probe_duration_seconds", map[string]string{"pod": "web", "probe_type": "Readiness"})
+	}
+	eventually(t, "three runs counted, two timed", func() bool {
 		g := gather()
-		return g.Sum("prober_probe_total", labels("successful")) == 2 && g.Sum("prober_probe_total", labels("failed")) == 1
+		return g.Sum("prober_probe_total", labels("successful")) == 2 && g.Sum("prober_probe_total", labels("failed")) == 1 && timed() >= 2
 	})
-	if n := gather().Count("prober_probe_duration_seconds", map[string]string{"pod": "web", "probe_type": "Readiness"}); n != 2 {
+	if n := timed(); n != 2 {
 		t.Errorf("timed %d runs, want the 2 successes", n)
 	}
 	// The container restarts: a new instance, the same series.

@@ -11,7 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubectlqos "k8s.io/kubectl/pkg/util/qos"
 
-	"github.com/microlet/microlet/internal/podsource"
+	"github.com/microlet/microlet/internal/podutil"
 )
 
 // The kubelet's cgroup constants (pkg/kubelet/cm).
@@ -35,12 +35,6 @@ const (
 	GuaranteedOOMScoreAdj = -997
 	// BestEffortOOMScoreAdj is given to BestEffort pods.
 	BestEffortOOMScoreAdj = 1000
-)
-
-// Annotations and names the kubelet uses to spot critical pods.
-const (
-	systemNodeCritical     = "system-node-critical"
-	systemCriticalPriority = 2 * 1000000000
 )
 
 // QOSClass is the pod's QoS class: the recorded one when the status has it,
@@ -99,15 +93,8 @@ func Container(pod *corev1.Pod, c *corev1.Container, memoryCapacity int64) *runt
 	return out
 }
 
-// isNodeCritical is the kubelet's IsNodeCriticalPod: a critical pod (static,
-// mirror, or of system-critical priority) in the system-node-critical class.
-func isNodeCritical(pod *corev1.Pod) bool {
-	critical := podsource.IsStatic(pod) || podsource.IsMirror(pod) || (pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority)
-	return critical && pod.Spec.PriorityClassName == systemNodeCritical
-}
-
 func isSidecar(pod *corev1.Pod, c *corev1.Container) bool {
-	if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+	if !podutil.IsSidecar(c) {
 		return false
 	}
 	for i := range pod.Spec.InitContainers {
@@ -125,7 +112,7 @@ func isSidecar(pod *corev1.Pod, c *corev1.Container) bool {
 // unclaimed, and a sidecar gets no more than the pod's smallest regular
 // container.
 func OOMScoreAdj(pod *corev1.Pod, c *corev1.Container, memoryCapacity int64) int {
-	if isNodeCritical(pod) {
+	if podutil.IsNodeCritical(pod) {
 		return GuaranteedOOMScoreAdj
 	}
 	switch QOSClass(pod) {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/microlet/microlet/internal/podsource"
+	"github.com/microlet/microlet/internal/podutil"
 )
 
 func rl(kv ...string) corev1.ResourceList {
@@ -83,7 +84,7 @@ func TestOOMScoreAdj(t *testing.T) {
 	critical := func() *corev1.Pod {
 		p := podOf(ctr("a", nil, nil))
 		p.Annotations = map[string]string{podsource.SourceAnnotation: podsource.FileSource}
-		p.Spec.PriorityClassName = systemNodeCritical
+		p.Spec.PriorityClassName = podutil.SystemNodeCritical
 		return p
 	}()
 	sidecarPod := podOf(ctr("big", rl("memory", "2G"), nil), ctr("small", rl("memory", "400M"), nil))

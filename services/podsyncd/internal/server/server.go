@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,31 +14,20 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	criapi "k8s.io/cri-api/pkg/apis"
-	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/config"
 	"github.com/microlet/microlet/internal/criclient"
 	"github.com/microlet/microlet/internal/evictionapi"
 	"github.com/microlet/microlet/internal/grpcclient"
-	"github.com/microlet/microlet/internal/kubeclient"
 	"github.com/microlet/microlet/internal/promwire"
 	"github.com/microlet/microlet/internal/service"
 	"github.com/microlet/microlet/internal/stats"
-	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
-	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
-	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
-	"github.com/microlet/microlet/services/podsyncd/internal/admission"
-	"github.com/microlet/microlet/services/podsyncd/internal/allocation"
 	"github.com/microlet/microlet/services/podsyncd/internal/containergc"
 	"github.com/microlet/microlet/services/podsyncd/internal/containerlogs"
-	"github.com/microlet/microlet/services/podsyncd/internal/credprovider"
-	"github.com/microlet/microlet/services/podsyncd/internal/dns"
-	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
-	"github.com/microlet/microlet/services/podsyncd/internal/events"
 	"github.com/microlet/microlet/services/podsyncd/internal/eviction"
 	"github.com/microlet/microlet/services/podsyncd/internal/imagegc"
 	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
@@ -49,11 +36,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
 	"github.com/microlet/microlet/services/podsyncd/internal/pullmanager"
-	"github.com/microlet/microlet/services/podsyncd/internal/pullsecrets"
-	"github.com/microlet/microlet/services/podsyncd/internal/resources"
-	"github.com/microlet/microlet/services/podsyncd/internal/securitycontext"
 	"github.com/microlet/microlet/services/podsyncd/internal/syncloop"
-	"github.com/microlet/microlet/services/podsyncd/internal/volumes"
 )
 
 // Config is podsyncd's configuration.
@@ -61,9 +44,6 @@ type Config struct {
 	service.Common `yaml:",inline"`
 
 	PodLogsDir         string        `yaml:"pod_logs_dir" flag:"pod-logs-dir" usage:"root of the pod log directories (<ns>_<name>_<uid>/<container>/<restart>.log)"`
-	ResyncPeriod       time.Duration `yaml:"resync_period" flag:"resync-period" usage:"how often every pod is synced even without events"`
-	RelistPeriod       time.Duration `yaml:"relist_period" flag:"relist-period" usage:"PLEG relist period"`
-	HousekeepingPeriod time.Duration `yaml:"housekeeping_period" flag:"housekeeping-period" usage:"how often orphans are cleaned up"`
 	BackoffInitial     time.Duration `yaml:"crashloop_backoff_initial" flag:"crashloop-backoff-initial" usage:"first CrashLoopBackOff delay"`
 	BackoffMax         time.Duration `yaml:"crashloop_backoff_max" flag:"crashloop-backoff-max" usage:"largest CrashLoopBackOff delay"`
 	RuntimeTimeout     time.Duration `yaml:"runtime_request_timeout" flag:"runtime-request-timeout" usage:"request timeout of the CRI client (cri-client): bounds each CRI call; sandbox creation gets twice it, StopContainer and ExecSync their own timeout on top; image pulls are not bounded"`
@@ -73,22 +53,13 @@ type Config struct {
 	ClusterDomain      string        `yaml:"cluster_domain" flag:"cluster-domain" usage:"the cluster's DNS domain, searched by ClusterFirst pods (the kubelet's clusterDomain)"`
 	ResolvConf         string        `yaml:"resolv_conf" flag:"resolv-conf" usage:"resolver file that dnsPolicy Default pods get and ClusterFirst pods take search paths from; empty: a resolver on the pod's loopback only"`
 
-	// Housekeeping: container GC (the kubelet's flags of the same names),
-	// container log rotation and symlinks (KubeletConfiguration names).
-	MinimumContainerTTL         time.Duration `yaml:"minimum_container_ttl_duration" flag:"minimum-container-ttl-duration" usage:"minimum age of a finished container before it is garbage collected"`
-	MaxDeadPerContainer         int           `yaml:"maximum_dead_containers_per_container" flag:"maximum-dead-containers-per-container" usage:"dead instances kept per container of a pod (the newest of a pod that exists is always kept); negative: no limit"`
-	MaxDeadContainers           int           `yaml:"maximum_dead_containers" flag:"maximum-dead-containers" usage:"dead containers kept on the node in all; negative: no limit"`
-	ContainerGCPeriod           time.Duration `yaml:"container_gc_period" flag:"container-gc-period" usage:"how often dead containers, sandboxes and pod log dirs are collected (the kubelet: 1m)"`
-	ContainerLogMaxSize         string        `yaml:"container_log_max_size" flag:"container-log-max-size" usage:"size (a quantity: 10Mi) at which a container's log is rotated; negative turns rotation off"`
-	ContainerLogMaxFiles        int           `yaml:"container_log_max_files" flag:"container-log-max-files" usage:"log files (current and rotated) kept per container; at least 2"`
-	ContainerLogMaxWorkers      int           `yaml:"container_log_max_workers" flag:"container-log-max-workers" usage:"containers whose logs are rotated at once"`
-	ContainerLogMonitorInterval time.Duration `yaml:"container_log_monitor_interval" flag:"container-log-monitor-interval" usage:"how often container log sizes are checked"`
-	ContainerLogSymlinkDir      string        `yaml:"container_log_symlink_dir" flag:"container-log-symlink-dir" usage:"directory of the <pod>_<ns>_<container>-<id>.log symlinks to container logs; empty: none"`
-	ImageGCHighThreshold        int           `yaml:"image_gc_high_threshold_percent" flag:"image-gc-high-threshold-percent" usage:"image filesystem usage (percent) at or above which unused images are removed; 100 with image_maximum_gc_age 0 turns image GC off"`
-	ImageGCLowThreshold         int           `yaml:"image_gc_low_threshold_percent" flag:"image-gc-low-threshold-percent" usage:"image filesystem usage (percent) image GC frees down to"`
-	ImageMinimumGCAge           time.Duration `yaml:"image_minimum_gc_age" flag:"image-minimum-gc-age" usage:"minimum time since an unused image was first seen before it may be removed"`
-	ImageMaximumGCAge           time.Duration `yaml:"image_maximum_gc_age" flag:"image-maximum-gc-age" usage:"remove images unused for longer than this whatever the disk usage; 0: never"`
-	ImageGCPeriod               time.Duration `yaml:"image_gc_period" flag:"image-gc-period" usage:"how often image GC runs (the kubelet: 5m)"`
+	// The loop's periods, container GC (the kubelet's flags of the same
+	// names), container log rotation and symlinks, image GC
+	// (KubeletConfiguration names): each part's own config, inline.
+	Loop        syncloop.Config      `yaml:",inline"`
+	ContainerGC containergc.Config   `yaml:",inline"`
+	Logs        containerlogs.Config `yaml:",inline"`
+	ImageGC     imagegc.Config       `yaml:",inline"`
 
 	ImagePullCredentialsVerificationPolicy string   `yaml:"image_pull_credentials_verification_policy" flag:"image-pull-credentials-verification-policy" usage:"when a pod may use an image already on the node without pulling it with its own credentials: NeverVerify, NeverVerifyPreloadedImages (images podsyncd did not pull), NeverVerifyAllowlistedImages or AlwaysVerify"`
 	PreloadedImagesVerificationAllowlist   []string `yaml:"preloaded_images_verification_allowlist" flag:"preloaded-images-verification-allowlist" usage:"images (no tag or digest; a trailing /* matches a prefix) exempt from verification under NeverVerifyAllowlistedImages"`
@@ -119,18 +90,9 @@ type Config struct {
 	SystemReserved map[string]string `yaml:"system_reserved" flag:"system-reserved" usage:"resources reserved for the OS, kept out of kubepods; give nodestatusd the same"`
 
 	// Graceful node shutdown: the kubelet's shutdownGracePeriod,
-	// shutdownGracePeriodCriticalPods and shutdownGracePeriodByPodPriority
-	// (the last one only in the config file, as in the kubelet's).
-	ShutdownGracePeriod              time.Duration                        `yaml:"shutdown_grace_period" flag:"shutdown-grace-period" usage:"how long a node shutdown is delayed so pods can stop (graceful node shutdown through logind); 0 with no shutdown_grace_period_by_pod_priority: off"`
-	ShutdownGracePeriodCriticalPods  time.Duration                        `yaml:"shutdown_grace_period_critical_pods" flag:"shutdown-grace-period-critical-pods" usage:"the part of shutdown_grace_period kept for critical pods, which are stopped last"`
-	ShutdownGracePeriodByPodPriority []nodeshutdown.GracePeriodByPriority `yaml:"shutdown_grace_period_by_pod_priority"`
-	LogindDropIn                     string                               `yaml:"logind_drop_in" flag:"logind-drop-in" usage:"logind drop-in written when logind's InhibitDelayMaxSec is below the shutdown grace periods (the kubelet's file)"`
-	SystemBusAddress                 string                               `yaml:"system_bus_address" flag:"system-bus-address" usage:"D-Bus address of the system bus where logind is; empty: $DBUS_SYSTEM_BUS_ADDRESS or /var/run/dbus/system_bus_socket"`
-}
-
-func (c *Config) shutdown() nodeshutdown.Config {
-	return nodeshutdown.Config{GracePeriod: c.ShutdownGracePeriod, GracePeriodCriticalPods: c.ShutdownGracePeriodCriticalPods,
-		ByPodPriority: c.ShutdownGracePeriodByPodPriority}
+	// shutdownGracePeriodCriticalPods and shutdownGracePeriodByPodPriority,
+	// and where logind is.
+	Shutdown nodeshutdown.Config `yaml:",inline"`
 }
 
 // Server is the podsyncd service.
@@ -143,46 +105,36 @@ type Server struct {
 	loop      atomic.Pointer[syncloop.Loop]
 	evictions atomic.Pointer[eviction.Manager]
 	metrics   *kubeletmetrics.Metrics
+	// settings is the config as Register parsed it, what Run builds from.
+	settings *settings
 }
 
-// New returns the service with the kubelet's defaults.
+// New returns the service with the kubelet's defaults, each part's from
+// its own Default.
 func New() *Server {
 	return &Server{metrics: kubeletmetrics.New(), cfg: Config{
-		Common:             service.DefaultCommon(),
-		PodLogsDir:         "/var/log/pods",
-		ResyncPeriod:       10 * time.Second,
-		RelistPeriod:       time.Second,
-		HousekeepingPeriod: 2 * time.Second,
-		BackoffInitial:     podruntime.DefaultBackoffInitial,
-		BackoffMax:         podruntime.DefaultBackoffMax,
-		RuntimeTimeout:     2 * time.Minute,
-		ResolvConf:         "/etc/resolv.conf",
+		Common:         service.DefaultCommon(),
+		PodLogsDir:     "/var/log/pods",
+		BackoffInitial: podruntime.DefaultBackoffInitial,
+		BackoffMax:     podruntime.DefaultBackoffMax,
+		RuntimeTimeout: 2 * time.Minute,
+		ResolvConf:     "/etc/resolv.conf",
 
-		MinimumContainerTTL:         containergc.DefaultPolicy().MinAge,
-		MaxDeadPerContainer:         containergc.DefaultPolicy().MaxPerPodContainer,
-		MaxDeadContainers:           containergc.DefaultPolicy().MaxContainers,
-		ContainerGCPeriod:           containergc.DefaultPeriod,
-		ContainerLogMaxSize:         "10Mi",
-		ContainerLogMaxFiles:        containerlogs.DefaultMaxFiles,
-		ContainerLogMaxWorkers:      containerlogs.DefaultWorkers,
-		ContainerLogMonitorInterval: containerlogs.DefaultMonitorInterval,
-		ContainerLogSymlinkDir:      containerlogs.DefaultSymlinkDir,
-		ImageGCHighThreshold:        imagegc.DefaultPolicy().HighThresholdPercent,
-		ImageGCLowThreshold:         imagegc.DefaultPolicy().LowThresholdPercent,
-		ImageMinimumGCAge:           imagegc.DefaultPolicy().MinAge,
-		ImageMaximumGCAge:           imagegc.DefaultPolicy().MaxAge,
-		ImageGCPeriod:               imagegc.DefaultPeriod,
-		CgroupsPerQOS:               true,
-		CgroupRoot:                  "/",
-		CgroupDriver:                podcgroups.DriverCgroupfs,
-		PodPidsLimit:                -1,
-		CPUCFSQuota:                 true,
+		Loop:          syncloop.Default(),
+		ContainerGC:   containergc.Default(),
+		Logs:          containerlogs.Default(),
+		ImageGC:       imagegc.Default(),
+		Shutdown:      nodeshutdown.Default(),
+		CgroupsPerQOS: true,
+		CgroupRoot:    "/",
+		CgroupDriver:  podcgroups.DriverCgroupfs,
+		PodPidsLimit:  -1,
+		CPUCFSQuota:   true,
 
 		EvictionPressureTransitionPeriod: evictionapi.DefaultPressureTransitionPeriod,
 		EvictionMonitoringPeriod:         eviction.DefaultMonitoringPeriod,
 		LocalStorageCapacityIsolation:    true,
 		VolumeStatsAggPeriod:             stats.DefaultVolumeStatsPeriod,
-		LogindDropIn:                     nodeshutdown.DefaultDropIn,
 
 		ImagePullCredentialsVerificationPolicy: pullmanager.DefaultPolicy,
 	}}
@@ -194,60 +146,15 @@ func (s *Server) Name() string { return components.PodSyncd }
 // Config implements service.Service.
 func (s *Server) Config() service.CommonConfig { return &s.cfg }
 
-// Register implements service.Service.
+// Register implements service.Service: it parses and checks the whole
+// config once (complete), keeping what Run builds from, and registers the
+// API.
 func (s *Server) Register(env *service.Env) error {
-	c := &s.cfg
-	for name, d := range map[string]time.Duration{
-		"resync_period": c.ResyncPeriod, "relist_period": c.RelistPeriod, "housekeeping_period": c.HousekeepingPeriod,
-		"crashloop_backoff_initial": c.BackoffInitial, "crashloop_backoff_max": c.BackoffMax, "runtime_request_timeout": c.RuntimeTimeout,
-		"container_gc_period": c.ContainerGCPeriod, "container_log_monitor_interval": c.ContainerLogMonitorInterval,
-		"image_gc_period": c.ImageGCPeriod, "eviction_monitoring_period": c.EvictionMonitoringPeriod,
-	} {
-		if d <= 0 {
-			return fmt.Errorf("%s must be positive, got %s", name, d)
-		}
-	}
-	if c.BackoffMax < c.BackoffInitial {
-		return fmt.Errorf("crashloop_backoff_max (%s) is below crashloop_backoff_initial (%s)", c.BackoffMax, c.BackoffInitial)
-	}
-	if c.PodLogsDir == "" {
-		return fmt.Errorf("pod_logs_dir must not be empty")
-	}
-	if _, err := dns.New(dns.Config{ClusterDNS: c.ClusterDNS, ClusterDomain: c.ClusterDomain}, nil); err != nil {
+	st, err := s.cfg.complete(env.Log)
+	if err != nil {
 		return err
 	}
-	if err := c.gcPolicy().Validate(); err != nil {
-		return err
-	}
-	if err := c.imagePolicy().Validate(); err != nil {
-		return err
-	}
-	if _, err := c.logPolicy(); err != nil {
-		return err
-	}
-	if err := c.checkCgroups(); err != nil {
-		return err
-	}
-	if _, err := pullmanager.NewPolicy(c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist); err != nil {
-		return err
-	}
-	if _, err := c.evictionConfig(); err != nil {
-		return err
-	}
-	if _, err := admission.NewSysctls(c.AllowedUnsafeSysctls, nil); err != nil {
-		return err
-	}
-	if err := c.shutdown().Validate(); err != nil {
-		return err
-	}
-	if c.LogindDropIn == "" {
-		return fmt.Errorf("logind_drop_in must not be empty")
-	}
-	if c.ImageCredentialProviderConfig != "" {
-		if _, err := credprovider.Load(c.ImageCredentialProviderConfig, c.ImageCredentialProviderBinDir, nil); err != nil {
-			return err
-		}
-	}
+	s.settings = st
 	podsyncv1.RegisterPodSyncServiceServer(env.Server.GRPC(), s)
 	// --metrics-addr serves the kubelet's metrics too, beside the process's.
 	env.Gather(s.metrics.Kubelet())
@@ -255,7 +162,7 @@ func (s *Server) Register(env *service.Env) error {
 	return nil
 }
 
-// evictionConfig parses the eviction settings; an error names the field.
+// evictionConfig parses the eviction settings; every error names its key.
 func (c *Config) evictionConfig() (eviction.Config, error) {
 	hard := c.EvictionHard
 	if hard == nil {
@@ -263,58 +170,30 @@ func (c *Config) evictionConfig() (eviction.Config, error) {
 	}
 	th, err := evictionapi.Parse(evictionapi.Config{Hard: hard, Soft: c.EvictionSoft,
 		SoftGracePeriod: c.EvictionSoftGracePeriod, MinimumReclaim: c.EvictionMinimumReclaim})
-	if err != nil {
+	periods := append(config.NotNegative(field.NewPath("eviction_pressure_transition_period"), c.EvictionPressureTransitionPeriod),
+		config.NotNegative(field.NewPath("volume_stats_agg_period"), c.VolumeStatsAggPeriod)...)
+	if err := errors.Join(err, config.Join(periods)); err != nil {
 		return eviction.Config{}, err
-	}
-	if c.EvictionPressureTransitionPeriod < 0 {
-		return eviction.Config{}, fmt.Errorf("eviction_pressure_transition_period must not be negative, got %s", c.EvictionPressureTransitionPeriod)
-	}
-	if c.VolumeStatsAggPeriod < 0 {
-		return eviction.Config{}, fmt.Errorf("volume_stats_agg_period must not be negative, got %s", c.VolumeStatsAggPeriod)
 	}
 	return eviction.Config{Thresholds: th, PressureTransitionPeriod: c.EvictionPressureTransitionPeriod,
 		MaxPodGracePeriodSeconds: int64(c.EvictionMaxPodGracePeriod), MonitoringPeriod: c.EvictionMonitoringPeriod,
 		LocalStorageCapacityIsolation: c.LocalStorageCapacityIsolation}, nil
 }
 
-func (c *Config) imagePolicy() imagegc.Policy {
-	return imagegc.Policy{HighThresholdPercent: c.ImageGCHighThreshold, LowThresholdPercent: c.ImageGCLowThreshold,
-		MinAge: c.ImageMinimumGCAge, MaxAge: c.ImageMaximumGCAge}
-}
-
-func (c *Config) gcPolicy() containergc.Policy {
-	return containergc.Policy{MinAge: c.MinimumContainerTTL, MaxPerPodContainer: c.MaxDeadPerContainer, MaxContainers: c.MaxDeadContainers}
-}
-
-// logPolicy parses the log rotation settings as the kubelet does (the size
-// is a resource quantity).
-func (c *Config) logPolicy() (containerlogs.Policy, error) {
-	q, err := resource.ParseQuantity(c.ContainerLogMaxSize)
-	if err != nil {
-		return containerlogs.Policy{}, fmt.Errorf("container_log_max_size %q: %w", c.ContainerLogMaxSize, err)
-	}
-	size, ok := q.AsInt64()
-	if !ok {
-		return containerlogs.Policy{}, fmt.Errorf("container_log_max_size %q is not a whole number of bytes", c.ContainerLogMaxSize)
-	}
-	p := containerlogs.Policy{MaxSize: size, MaxFiles: c.ContainerLogMaxFiles, Workers: c.ContainerLogMaxWorkers}
-	return p, p.Validate()
-}
-
-func dial(endpoint string) (*grpc.ClientConn, error) { return grpcclient.Dial(endpoint) }
-
-// Run implements service.Service.
+// Run implements service.Service: it waits for the runtime, builds every
+// subsystem once (build), publishes what the handlers read, and runs the
+// loops until ctx ends.
 func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	c := &s.cfg
-	conns := map[string]*grpc.ClientConn{}
-	for _, name := range []string{components.PodConfig, components.Statusd, components.NodeStatusd} {
-		cc, err := dial(c.Endpoint(name))
-		if err != nil {
-			return fmt.Errorf("%s endpoint: %w", name, err)
-		}
-		defer cc.Close()
-		conns[name] = cc
+	conns, err := dialPeers(c)
+	if err != nil {
+		return err
 	}
+	defer func() {
+		for _, cc := range conns {
+			_ = cc.Close()
+		}
+	}()
 	s.metrics.SetNodeName(c.NodeName)
 	s.metrics.SetCgroupVersion(cgroupVersion())
 	// The runtime must answer before anything can be synced: until it does,
@@ -330,165 +209,32 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		return err
 	}
 	defer cri.Close()
-	// Every CRI call counts (kubelet_runtime_operations_*), as through the
-	// kubelet's instrumented runtime service.
-	rt, img := s.metrics.InstrumentRuntime(cri.Runtime), s.metrics.InstrumentImages(cri.Images)
-	runtimeName := strings.ToLower(cri.Version.RuntimeName)
-	// ConfigMaps and Secrets for env (and volumes) are read with the node's
-	// identity; standalone nodes have none.
-	var (
-		objects  envvars.Source
-		tokens   volumes.Tokens
-		services envvars.Services
-	)
-	client, _, err := kubeclient.Clientset(c.Kubeconfig, components.PodSyncd, 20, 40)
-	switch {
-	case errors.Is(err, kubeclient.ErrStandalone):
-	case err != nil:
-		return err
-	default:
-		objects = envvars.ClientSource{Client: client}
-		tokens = volumes.ClientTokens{Client: client}
-		inf := envvars.NewInformerServices(client)
-		inf.Start(ctx)
-		services = inf
-	}
-	// Events go to the API server as the kubelet's do; standalone, to the log.
-	recorder, stopEvents := events.New(client, c.NodeName, events.Component, env.Log)
-	defer stopEvents()
-	dnsConf, err := dns.New(dns.Config{ClusterDNS: c.ClusterDNS, ClusterDomain: c.ClusterDomain, ResolvConf: c.ResolvConf, NodeName: c.NodeName}, recorder)
+	p, err := s.build(ctx, env, cri, conns)
 	if err != nil {
 		return err
 	}
-	dnsConf.CheckResolvConf()
-	seccompRoot := c.SeccompProfileRoot
-	if seccompRoot == "" {
-		seccompRoot = filepath.Join(c.DataDir, "seccomp")
-	}
-	memCapacity, err := resources.MemoryCapacity()
-	if err != nil {
-		env.Log.Warn("machine memory unknown; Burstable containers get OOM score adjustment 999", "err", err)
-	}
-	// Allocated and actuated resources (in-place resize) survive restarts.
-	alloc, err := allocation.Open(filepath.Join(c.DataDir, "allocation"), env.Log)
-	if err != nil {
-		return err
-	}
-	// The node's credentials after the pods' secrets: docker config files
-	// (the kubelet's default keyring, its root dir being our data dir),
-	// then the credential provider plugins.
-	creds := []podruntime.Credentials{pullsecrets.NewDockerConfigFiles(c.DataDir, env.Log)}
-	if c.ImageCredentialProviderConfig != "" {
-		p, err := credprovider.Load(c.ImageCredentialProviderConfig, c.ImageCredentialProviderBinDir, env.Log)
-		if err != nil {
-			return err
-		}
-		creds = append(creds, p)
-	}
-	// Which credentials pulled each image survives restarts, as the
-	// kubelet's <root>/image_manager.
-	pullPolicy, err := pullmanager.NewPolicy(c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist)
-	if err != nil {
-		return err
-	}
-	pullRecords, err := pullmanager.New(ctx, c.DataDir, pullPolicy, img, env.Log)
-	if err != nil {
-		return err
-	}
-	cgroups := s.podCgroups(ctx, env, rt, memCapacity)
-	var cgroupParent func(*corev1.Pod) string
-	var podCgroup podruntime.PodCgroupResizer
-	if cgroups != nil {
-		cgroupParent, podCgroup = cgroups.Parent, cgroups
-	}
-	startup := s.metrics.NewStartupTracker(nil)
-	rm := podruntime.NewManager(rt, img, podruntime.Options{
-		LogRoot:        c.PodLogsDir,
-		RuntimeName:    runtimeName,
-		BackoffInitial: c.BackoffInitial,
-		BackoffMax:     c.BackoffMax,
-		Log:            env.Log,
-		Objects:        objects,
-		Volumes:        volumes.New(c.DataDir, objects, tokens),
-		Security:       securitycontext.Options{SeccompProfileRoot: seccompRoot, SeccompDefault: c.SeccompDefault},
-		MemoryCapacity: memCapacity,
-		DNS:            dnsConf,
-		Services:       services,
-		Recorder:       recorder,
-		LogSymlinkDir:  c.ContainerLogSymlinkDir,
-		Actuated:       alloc,
-		CgroupParent:   cgroupParent,
-		Credentials:    creds,
-		PodCgroup:      podCgroup,
-		PullRecords:    pullRecords,
-		Metrics:        s.metrics,
-		Startup:        startup,
-	})
-	gc := containergc.New(rt, c.gcPolicy(), containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.ContainerLogSymlinkDir, Log: env.Log})
-	logPolicy, err := c.logPolicy()
-	if err != nil {
-		return err
-	}
-	go containerlogs.NewRotator(rt, logPolicy, env.Log, nil).Run(ctx, c.ContainerLogMonitorInterval)
-	imageGC := imagegc.New(rt, img, c.imagePolicy(), imagegc.Options{Recorder: recorder, NodeName: c.NodeName, Log: env.Log,
-		AfterPass: pullRecords.PruneUnknownRecords, Metrics: s.metrics})
-	go imageGC.Run(ctx, c.ImageGCPeriod)
-	summary := s.statsProvider(env, rt, img, cgroups != nil)
-	evCfg, err := c.evictionConfig()
-	if err != nil {
-		return err
-	}
-	sysctls, err := admission.NewSysctls(c.AllowedUnsafeSysctls, admission.KernelVersion())
-	if err != nil {
-		return err
-	}
-	evDeps := eviction.Deps{
-		Summary:          func(ctx context.Context) (*statsv1alpha1.Summary, error) { return summary.Summary(ctx, false) },
-		DedicatedImageFs: func(ctx context.Context) (bool, error) { return dedicatedImageFs(ctx, img, c.DataDir) },
-		DeleteUnusedImages: func(ctx context.Context) error {
-			res, err := imageGC.DeleteUnusedImages(ctx)
-			if len(res.Removed) > 0 {
-				env.Log.Info("eviction: removed unused images", "images", len(res.Removed), "freedBytes", res.Freed)
-			}
-			return err
-		},
-		Recorder: recorder,
-		NodeName: c.NodeName,
-		Log:      env.Log,
-		Metrics:  s.metrics,
-	}
-	// The manager acts through the loop and the loop admits through the
-	// manager: the loop's hooks are bound once both exist.
-	var loop *syncloop.Loop
-	evDeps.ActivePods = func() []*corev1.Pod { return loop.ActivePods() }
-	evDeps.Evict = func(pod *corev1.Pod, grace int64, msg string, cond bool) { loop.Evict(pod, grace, msg, cond) }
-	evDeps.PodCleanedUp = func(uid types.UID) bool { return loop.PodStopped(uid) }
-	evDeps.DeleteUnusedContainers = func(ctx context.Context) error { return loop.DeleteAllUnusedContainers(ctx) }
-	evictions := eviction.New(evCfg, evDeps)
-	nodes := nodestatusv1.NewNodeStatusServiceClient(conns[components.NodeStatusd])
-	// Graceful node shutdown: the manager refuses pods and stops them
-	// through the loop; the node's Ready condition is nodestatusd's, told
-	// through ReportReadyErrors.
-	ready := nodeshutdown.NewReadyReporter(nodes, env.Log, 0)
-	shutdown := nodeshutdown.New(c.shutdown(), env.Log, nodeshutdown.WithBusAddress(c.SystemBusAddress),
-		nodeshutdown.WithDropIn(c.LogindDropIn), nodeshutdown.WithRecorder(recorder, c.NodeName), nodeshutdown.WithReadyErrors(ready.Set),
-		nodeshutdown.WithState(c.DataDir, s.metrics))
-	loop = syncloop.New(env.Log, rm, rt,
-		podconfigv1.NewPodConfigServiceClient(conns[components.PodConfig]),
-		statusdv1.NewStatusServiceClient(conns[components.Statusd]),
-		nodes,
-		syncloop.Options{ResyncPeriod: c.ResyncPeriod, RelistPeriod: c.RelistPeriod, HousekeepingPeriod: c.HousekeepingPeriod,
-			ContainerGC: gc, ContainerGCPeriod: c.ContainerGCPeriod, Allocation: alloc, Cgroups: syncloopCgroups(cgroups),
-			AdmitPressure: evictions.Admit, Sysctls: sysctls, Shutdown: shutdown, Metrics: s.metrics, Startup: startup,
-			Registerer: env.Registry})
-	s.evictions.Store(evictions)
-	s.loop.Store(loop)
+	defer p.close()
+	s.evictions.Store(p.evictions)
+	s.loop.Store(p.loop)
 	env.Ready()
-	go evictions.Run(ctx)
-	go ready.Run(ctx)
-	go shutdown.Run(ctx, loop)
-	loop.Run(ctx)
+	p.run(ctx)
 	return nil
+}
+
+// dialPeers connects (lazily) to podconfig, statusd and nodestatusd.
+func dialPeers(c *Config) (map[string]*grpc.ClientConn, error) {
+	conns := map[string]*grpc.ClientConn{}
+	for _, name := range []string{components.PodConfig, components.Statusd, components.NodeStatusd} {
+		cc, err := grpcclient.Dial(c.Endpoint(name))
+		if err != nil {
+			for _, open := range conns {
+				_ = open.Close()
+			}
+			return nil, fmt.Errorf("%s endpoint: %w", name, err)
+		}
+		conns[name] = cc
+	}
+	return conns, nil
 }
 
 // statsProvider is the node's stats Summary the eviction manager judges:

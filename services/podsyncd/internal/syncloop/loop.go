@@ -32,11 +32,12 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/prober"
 )
 
-// Options tune the loop; zero values take the kubelet's defaults.
+// Options tune the loop; zero values take the kubelet's defaults (Default,
+// containergc.DefaultPeriod).
 type Options struct {
-	ResyncPeriod       time.Duration // per-pod resync (10 s)
-	RelistPeriod       time.Duration // PLEG relist (1 s)
-	HousekeepingPeriod time.Duration // housekeeping (2 s)
+	ResyncPeriod       time.Duration // per-pod resync
+	RelistPeriod       time.Duration // PLEG relist
+	HousekeepingPeriod time.Duration // housekeeping
 	// ContainerGC collects dead containers, sandboxes and pod log dirs
 	// every ContainerGCPeriod (1 min); nil collects nothing.
 	ContainerGC       *containergc.GC
@@ -77,16 +78,20 @@ type ShutdownAdmitter interface {
 
 // Loop is the sync loop.
 type Loop struct {
-	opts    Options
-	log     *slog.Logger
-	rm      *podruntime.Manager
-	rt      criapi.RuntimeService
-	podcfg  podconfigv1.PodConfigServiceClient
-	status  statusdv1.StatusServiceClient
-	nodes   nodestatusv1.NodeStatusServiceClient
-	store   *desired.Store
-	workers *podworkers.Workers
-	probes  *prober.Manager
+	opts     Options
+	log      *slog.Logger
+	rm       *podruntime.Manager
+	rt       criapi.RuntimeService
+	podcfg   podconfigv1.PodConfigServiceClient
+	status   statusdv1.StatusServiceClient
+	nodes    nodestatusv1.NodeStatusServiceClient
+	store    *desired.Store
+	workers  *podworkers.Workers
+	relister *pleg.Relister
+	probes   *prober.Manager
+	// stopWorkers ends the pod workers' context, made with them in New;
+	// Run calls it when its own context ends.
+	stopWorkers context.CancelFunc
 
 	gcMetrics *gcMetrics
 
@@ -116,14 +121,15 @@ type Loop struct {
 // New builds a loop over the given clients.
 func New(log *slog.Logger, rm *podruntime.Manager, rt criapi.RuntimeService, podcfg podconfigv1.PodConfigServiceClient,
 	status statusdv1.StatusServiceClient, nodes nodestatusv1.NodeStatusServiceClient, opts Options) *Loop {
+	def := Default()
 	if opts.ResyncPeriod == 0 {
-		opts.ResyncPeriod = 10 * time.Second
+		opts.ResyncPeriod = def.ResyncPeriod
 	}
 	if opts.RelistPeriod == 0 {
-		opts.RelistPeriod = time.Second
+		opts.RelistPeriod = def.RelistPeriod
 	}
 	if opts.HousekeepingPeriod == 0 {
-		opts.HousekeepingPeriod = 2 * time.Second
+		opts.HousekeepingPeriod = def.HousekeepingPeriod
 	}
 	if opts.ContainerGCPeriod == 0 {
 		opts.ContainerGCPeriod = containergc.DefaultPeriod
@@ -138,6 +144,13 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt criapi.RuntimeService, pod
 		removed:   map[types.UID]removedPod{},
 		gcMetrics: newGCMetrics(opts.Registerer),
 	}
+	// Everything the handlers (ListPodWorkers) and the other managers
+	// reach is built here, before Run starts a goroutine.
+	workersCtx, stopWorkers := context.WithCancel(context.Background())
+	l.stopWorkers = stopWorkers
+	l.workers = podworkers.New(workersCtx, l, log, opts.ResyncPeriod, podworkers.WithMetrics(opts.Metrics))
+	l.store = desired.New(podcfg, l, log)
+	l.relister = pleg.New(rt, opts.RelistPeriod, log, l.workers.Trigger, pleg.WithMetrics(opts.Metrics))
 	// A changed probe verdict resyncs the pod: a failed liveness probe
 	// restarts the container, readiness is reported through the status.
 	l.probes = prober.New(rt, log, func(uid types.UID) {
@@ -161,19 +174,19 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt criapi.RuntimeService, pod
 	return l
 }
 
-// Run runs until ctx ends.
+// Run starts the loop's parts and runs until ctx ends; the pod workers
+// stop with it.
 func (l *Loop) Run(ctx context.Context) {
-	l.workers = podworkers.New(ctx, l, l.log, l.opts.ResyncPeriod, podworkers.WithMetrics(l.opts.Metrics))
-	l.store = desired.New(l.podcfg, l, l.log)
-	relister := pleg.New(l.rt, l.opts.RelistPeriod, l.log, l.workers.Trigger, pleg.WithMetrics(l.opts.Metrics))
+	defer context.AfterFunc(ctx, l.stopWorkers)()
 	defer l.probes.Stop()
 	var wg sync.WaitGroup
 	wg.Add(4)
 	go func() { defer wg.Done(); l.store.Run(ctx) }()
-	go func() { defer wg.Done(); relister.Run(ctx) }()
+	go func() { defer wg.Done(); l.relister.Run(ctx) }()
 	go func() { defer wg.Done(); l.housekeeping(ctx) }()
 	go func() { defer wg.Done(); l.containerGC(ctx) }()
 	wg.Wait()
+	l.stopWorkers()
 	l.workers.Wait()
 }
 

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/microlet/microlet/internal/podsource"
+	"github.com/microlet/microlet/internal/podutil"
 )
 
 // MaxTerminationMessageBytes is the budget of termination messages for a
@@ -67,10 +68,6 @@ func condition(st *corev1.PodStatus, t corev1.PodConditionType) *corev1.PodCondi
 	return nil
 }
 
-func isRestartableInit(c *corev1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
-}
-
 // CheckTransition refuses a status in which a container that had terminated
 // is no longer terminated although the pod's restart policy forbids a restart
 // (Never; OnFailure after exit 0). Sidecar init containers may always restart.
@@ -114,7 +111,7 @@ func CheckTransition(old, next *corev1.PodStatus, spec *corev1.PodSpec) error {
 	}
 	sidecar := map[string]bool{}
 	for i := range spec.InitContainers {
-		if isRestartableInit(&spec.InitContainers[i]) {
+		if podutil.IsSidecar(&spec.InitContainers[i]) {
 			sidecar[spec.InitContainers[i].Name] = true
 		}
 	}

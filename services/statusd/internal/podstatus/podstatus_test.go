@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/microlet/microlet/internal/podsource"
+	"github.com/microlet/microlet/internal/podutil"
 )
 
 func testPod(policy corev1.RestartPolicy, containers ...string) *corev1.Pod {
@@ -220,13 +221,13 @@ func TestReadinessConditions(t *testing.T) {
 	if c := condition(&st, corev1.ContainersReady); c.Status != corev1.ConditionTrue {
 		t.Fatalf("ContainersReady %+v", c)
 	}
-	if c := condition(&st, corev1.PodReady); c.Status != corev1.ConditionFalse || c.Reason != ReasonReadinessGatesNotReady {
+	if c := condition(&st, corev1.PodReady); c.Status != corev1.ConditionFalse || c.Reason != podutil.ReasonReadinessGatesNotReady {
 		t.Fatalf("PodReady %+v", c)
 	}
 	st.Conditions = append(st.Conditions, corev1.PodCondition{Type: "gate", Status: corev1.ConditionTrue})
 	st.ContainerStatuses[1].Ready = false
 	ReadinessConditions(pod, &st)
-	if c := condition(&st, corev1.PodReady); c.Status != corev1.ConditionFalse || c.Reason != ReasonContainersNotReady {
+	if c := condition(&st, corev1.PodReady); c.Status != corev1.ConditionFalse || c.Reason != podutil.ReasonContainersNotReady {
 		t.Fatalf("PodReady %+v", c)
 	}
 }
@@ -268,11 +269,11 @@ func TestMergeReadinessGates(t *testing.T) {
 		reason     string
 		message    string
 	}{
-		{name: "no gate condition yet", containers: corev1.ConditionTrue, want: corev1.ConditionFalse, reason: ReasonReadinessGatesNotReady,
+		{name: "no gate condition yet", containers: corev1.ConditionTrue, want: corev1.ConditionFalse, reason: podutil.ReasonReadinessGatesNotReady,
 			message: `corresponding condition of pod readiness gate "example.com/lb" does not exist., corresponding condition of pod readiness gate "example.com/dns" does not exist.`},
 		{name: "one gate false", containers: corev1.ConditionTrue,
 			api:  []corev1.PodCondition{gate("example.com/lb", corev1.ConditionTrue), gate("example.com/dns", corev1.ConditionFalse)},
-			want: corev1.ConditionFalse, reason: ReasonReadinessGatesNotReady, message: `the status of pod readiness gate "example.com/dns" is not "True", but False`},
+			want: corev1.ConditionFalse, reason: podutil.ReasonReadinessGatesNotReady, message: `the status of pod readiness gate "example.com/dns" is not "True", but False`},
 		{name: "all gates true", containers: corev1.ConditionTrue,
 			api:  []corev1.PodCondition{gate("example.com/lb", corev1.ConditionTrue), gate("example.com/dns", corev1.ConditionTrue)},
 			want: corev1.ConditionTrue},

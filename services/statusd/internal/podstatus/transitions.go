@@ -1,21 +1,12 @@
 package podstatus
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/microlet/microlet/internal/podsource"
-)
-
-// Reasons of the readiness conditions, with the kubelet's spelling.
-const (
-	ReasonContainersNotReady     = "ContainersNotReady"
-	ReasonPodCompleted           = "PodCompleted"
-	ReasonReadinessGatesNotReady = "ReadinessGatesNotReady"
-	ReasonPodFailed              = "PodFailed"
+	"github.com/microlet/microlet/internal/podutil"
 )
 
 // Terminate is TerminatePod's rule: every container that is not terminated
@@ -71,7 +62,7 @@ func initialized(pod *corev1.Pod, st *corev1.PodStatus) bool {
 		if c.Name != last.Name {
 			continue
 		}
-		if isRestartableInit(c) {
+		if podutil.IsSidecar(c) {
 			return last.State.Running != nil && last.Started != nil && *last.Started
 		}
 	}
@@ -136,9 +127,9 @@ func Merge(pod *corev1.Pod, api, ours corev1.PodStatus, couldHaveRunningContaine
 		out.Phase, out.Reason, out.Message = api.Phase, api.Reason, api.Message
 	}
 	if IsTerminal(out.Phase) {
-		reason := ReasonPodFailed
+		reason := podutil.ReasonPodFailed
 		if out.Phase == corev1.PodSucceeded {
-			reason = ReasonPodCompleted
+			reason = podutil.ReasonPodCompleted
 		}
 		for _, t := range []corev1.PodConditionType{corev1.ContainersReady, corev1.PodReady} {
 			if c := condition(&out, t); c != nil && c.Status == corev1.ConditionTrue {
@@ -192,52 +183,10 @@ func FindContainer(st *corev1.PodStatus, containerID string) *corev1.ContainerSt
 // container and every sidecar must be ready, and every readiness gate's
 // condition must be True for the pod to be Ready.
 func ReadinessConditions(pod *corev1.Pod, st *corev1.PodStatus) {
-	all := append(append([]corev1.ContainerStatus(nil), st.InitContainerStatuses...), st.ContainerStatuses...)
-	find := func(name string) (corev1.ContainerStatus, bool) {
-		for _, cs := range all {
-			if cs.Name == name {
-				return cs, true
-			}
-		}
-		return corev1.ContainerStatus{}, false
-	}
-	var unknown, unready []string
-	consider := func(c *corev1.Container) {
-		cs, ok := find(c.Name)
-		switch {
-		case !ok:
-			unknown = append(unknown, c.Name)
-		case !cs.Ready:
-			unready = append(unready, c.Name)
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if isRestartableInit(&pod.Spec.InitContainers[i]) {
-			consider(&pod.Spec.InitContainers[i])
-		}
-	}
-	for i := range pod.Spec.Containers {
-		consider(&pod.Spec.Containers[i])
-	}
-	cr := corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionTrue}
-	switch {
-	case st.Phase == corev1.PodSucceeded && len(unknown) == 0:
-		cr.Status, cr.Reason = corev1.ConditionFalse, ReasonPodCompleted
-	case st.Phase == corev1.PodFailed:
-		cr.Status, cr.Reason = corev1.ConditionFalse, ReasonPodFailed
-	case len(unknown) > 0 || len(unready) > 0:
-		var msg []string
-		if len(unknown) > 0 {
-			msg = append(msg, fmt.Sprintf("containers with unknown status: %v", unknown))
-		}
-		if len(unready) > 0 {
-			msg = append(msg, fmt.Sprintf("containers with unready status: %v", unready))
-		}
-		cr.Status, cr.Reason, cr.Message = corev1.ConditionFalse, ReasonContainersNotReady, strings.Join(msg, ", ")
-	}
+	cr := podutil.ContainersReadyCondition(pod, st)
 	// The gates' conditions are written by others: the pod object's own
 	// status carries the ones the node has seen, st those merged into it.
-	ready := readyCondition(pod, cr, append(slices.Clone(pod.Status.Conditions), st.Conditions...))
+	ready := podutil.ReadyCondition(pod, cr, append(slices.Clone(pod.Status.Conditions), st.Conditions...))
 	set := func(c corev1.PodCondition) {
 		if o := condition(st, c.Type); o != nil {
 			c.LastTransitionTime, c.LastProbeTime, c.ObservedGeneration = o.LastTransitionTime, o.LastProbeTime, o.ObservedGeneration
@@ -248,36 +197,6 @@ func ReadinessConditions(pod *corev1.Pod, st *corev1.PodStatus) {
 	}
 	set(cr)
 	set(ready)
-}
-
-// readyCondition is the kubelet's Ready condition for a pod whose
-// ContainersReady condition is cr: not ready with cr's reason while the
-// containers are not, else not ready while a readiness gate's condition
-// (looked up in conds, the last of a type wins) is missing or not True,
-// else ready. Times are left to the caller.
-func readyCondition(pod *corev1.Pod, cr corev1.PodCondition, conds []corev1.PodCondition) corev1.PodCondition {
-	ready := corev1.PodCondition{Type: corev1.PodReady, Status: cr.Status, Reason: cr.Reason, Message: cr.Message}
-	if cr.Status != corev1.ConditionTrue {
-		return ready
-	}
-	var gates []string
-	for _, g := range pod.Spec.ReadinessGates {
-		var c *corev1.PodCondition
-		for i := range conds {
-			if conds[i].Type == g.ConditionType {
-				c = &conds[i]
-			}
-		}
-		if c == nil {
-			gates = append(gates, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", g.ConditionType))
-		} else if c.Status != corev1.ConditionTrue {
-			gates = append(gates, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", g.ConditionType, c.Status))
-		}
-	}
-	if len(gates) > 0 {
-		ready.Status, ready.Reason, ready.Message = corev1.ConditionFalse, ReasonReadinessGatesNotReady, strings.Join(gates, ", ")
-	}
-	return ready
 }
 
 // applyReadinessGates sets st's Ready condition from its ContainersReady
@@ -294,7 +213,7 @@ func applyReadinessGates(pod *corev1.Pod, st *corev1.PodStatus, prev *corev1.Pod
 	if cr == nil || cur == nil {
 		return
 	}
-	want := readyCondition(pod, *cr, st.Conditions)
+	want := podutil.ReadyCondition(pod, *cr, st.Conditions)
 	if want.Status == cur.Status && want.Reason == cur.Reason && want.Message == cur.Message {
 		return
 	}

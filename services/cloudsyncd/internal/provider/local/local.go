@@ -13,11 +13,14 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/microlet/microlet/internal/config"
 )
 
 // Provider is the local cloud provider: cloudprovider.LoadBalancer and
@@ -62,8 +65,8 @@ func New(s Settings, cs kubernetes.Interface, log *slog.Logger) (*Provider, erro
 	if idle == 0 {
 		idle = DefaultUDPIdleTimeout
 	}
-	if idle < 0 {
-		return nil, fmt.Errorf("local_udp_idle_timeout %s: must be positive", idle)
+	if err := config.Join(config.Positive(field.NewPath("local_udp_idle_timeout"), idle)); err != nil {
+		return nil, err
 	}
 	if log == nil {
 		log = slog.Default()

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
 
+	"github.com/microlet/microlet/internal/config"
 	"github.com/microlet/microlet/services/cloudsyncd/internal/provider"
 )
 
@@ -96,8 +98,8 @@ func New(endpoint string, opts ...Option) (*Provider, error) {
 	if p.ttl < minTokenTTL || p.ttl > maxTokenTTL {
 		return nil, fmt.Errorf("metadata_token_ttl %s: want between %s and %s", p.ttl, minTokenTTL, maxTokenTTL)
 	}
-	if p.timeout <= 0 {
-		return nil, fmt.Errorf("metadata_request_timeout %s: must be positive", p.timeout)
+	if err := config.Join(config.Positive(field.NewPath("metadata_request_timeout"), p.timeout)); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

@@ -1,0 +1,31 @@
+package syncloop
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/microlet/microlet/internal/config"
+)
+
+// Config is the loop's periods, part of podsyncd's config; podsyncd embeds
+// it inline.
+type Config struct {
+	ResyncPeriod       time.Duration `yaml:"resync_period" flag:"resync-period" usage:"how often every pod is synced even without events"`
+	RelistPeriod       time.Duration `yaml:"relist_period" flag:"relist-period" usage:"PLEG relist period"`
+	HousekeepingPeriod time.Duration `yaml:"housekeeping_period" flag:"housekeeping-period" usage:"how often orphans are cleaned up"`
+}
+
+// Default is the kubelet's periods: a pod resynced every 10 s, the runtime
+// relisted every second, housekeeping every 2 s. New takes them for the
+// Options left zero.
+func Default() Config {
+	return Config{ResyncPeriod: 10 * time.Second, RelistPeriod: time.Second, HousekeepingPeriod: 2 * time.Second}
+}
+
+// Validate requires every period to be positive.
+func (c Config) Validate() field.ErrorList {
+	errs := config.Positive(field.NewPath("resync_period"), c.ResyncPeriod)
+	errs = append(errs, config.Positive(field.NewPath("relist_period"), c.RelistPeriod)...)
+	return append(errs, config.Positive(field.NewPath("housekeeping_period"), c.HousekeepingPeriod)...)
+}
