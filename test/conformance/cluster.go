@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	"github.com/microlet/microlet/internal/testenv/node"
 )
@@ -37,11 +38,15 @@ type Node struct {
 }
 
 // StartNode launches a microlet node connected to cp as the suite needs it
-// — node IP 127.0.0.1, nodeapi on loopback with the cluster CA as client
-// CA, microlet's own defaults everywhere else (the kubelet's periods and
-// back-offs, which the suite's timeouts assume; no cluster DNS, so
-// ClusterFirst pods get the host's resolver) — and waits until it serves,
-// is Ready and advertises nodeapi's port.
+// and waits until it serves, is Ready and advertises nodeapi's port. The
+// node runs from the same KubeletConfiguration the upstream kubelet's
+// column gets (KubeletConfig: the kubelet API on loopback with the cluster
+// CA as client CA, no image GC or disk-pressure eviction, pods' cgroups
+// under a root of its own, the kubelet's defaults everywhere else; no
+// cluster DNS, so ClusterFirst pods get the host's resolver), with its own
+// runtime-shim as the CRI endpoint, node IP 127.0.0.1, and the kubelet
+// flags --kubeconfig, --hostname-override and --node-ip, as an operator
+// swapping the kubelet for microlet would pass them.
 func StartNode(ctx context.Context, cp *controlplane.ControlPlane, opts NodeOptions) (_ *Node, err error) {
 	if opts.Name == "" {
 		opts.Name = "microlet-" + rand.String(5)
@@ -62,6 +67,16 @@ func StartNode(ctx context.Context, cp *controlplane.ControlPlane, opts NodeOpti
 		ClientCAFile: filepath.Join(cp.PKI().Dir, "ca.crt"), Instance: "conformance-" + rand.String(8),
 		Args: opts.Args, Out: opts.Out,
 	}
+	port, err := freePort("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	cfg.KubeletConfig = KubeletConfig(KubeletConfigInput{
+		Address: "127.0.0.1", Port: port, ClientCAFile: cfg.ClientCAFile,
+		RuntimeEndpoint: components.Endpoint(cfg.RunDir(), components.RuntimeShim),
+		CgroupRoot:      node.CgroupRoot(cfg.Instance), CgroupDriver: dockerCgroupDriver(),
+		PodLogsDir: cfg.LogDir(), VolumePluginDir: filepath.Join(opts.Dir, "volume-plugins"),
+	})
 	if n.Process, err = node.Launch(cfg); err != nil {
 		return nil, err
 	}
