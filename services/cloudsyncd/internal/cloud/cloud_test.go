@@ -142,7 +142,7 @@ func TestNewErrorsNameTheKey(t *testing.T) {
 		{Config{Provider: "external", ExternalEndpoint: "tcp://1.2.3.4:5"}, "external_endpoint", nil},
 		{Config{Provider: "local"}, "cloud_provider local: needs a kubeconfig", nil},
 		{Config{Provider: "local", Local: local.Settings{Pool: []string{"127.0.1.0/24", "bad"}}}, `local_lb_pool[1] "bad"`, []Option{kube}},
-		{Config{Provider: "local", Local: local.Settings{UDPIdleTimeout: -time.Second}}, "local_udp_idle_timeout -1s", []Option{kube}},
+		{Config{Provider: "local", Local: local.Settings{UDPIdleTimeout: -time.Second}}, `local_udp_idle_timeout: Invalid value: "-1s"`, []Option{kube}},
 		{Config{Provider: "no-such-cloud"}, `cloud_provider "no-such-cloud"`, nil},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
