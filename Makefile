@@ -110,9 +110,10 @@ compose-down: ## stop the compose dev box and remove its containers and volumes
 	$(COMPOSE) $(COMPOSE_ARGS) down -v --remove-orphans
 
 # Kubernetes' own e2e suite on a cluster whose only node is microlet
-# (test/conformance, docs/conformance.md). SUITE (node | nodeconformance), FOCUS, SKIP, PROCS, RESULTS,
-# DRY_RUN, RUNTIME_ONLY=1 (the upstream kubelet on runtime-shim as the node):
-# see hack/conformance.sh.
+# (test/conformance, docs/conformance.md). SUITE (node | nodeconformance | full), FOCUS, SKIP, PROCS, RESULTS,
+# DRY_RUN, RUNTIME_ONLY=1 (the upstream kubelet on runtime-shim as the node);
+# SUITE=full runs every [Conformance] spec on a make cluster cluster (NODE_AGENT=kubelet:
+# the upstream kubelet's column): see hack/conformance.sh.
 .PHONY: conformance conformance-report
 # The multi-node cluster (docs/cluster.md): kind-style node containers
 # running containerd and microlet, a control-plane node, the add-ons.
@@ -121,8 +122,9 @@ CLUSTER_NAME ?= microlet
 CLUSTER = $(GO) run ./test/cluster/cmd/cluster
 
 .PHONY: cluster cluster-down cluster-load
-cluster: test-deps ## bring up a cluster: a control-plane node and NODES (default 2, up to 4) workers, microlet on containerd, kube-proxy, CoreDNS, metrics-server; prints export KUBECONFIG=...
-	$(CLUSTER) up -name $(CLUSTER_NAME) -workers $(NODES)
+NODE_AGENT ?= microlet
+cluster: test-deps ## bring up a cluster: a control-plane node and NODES (default 2, up to 4) workers, microlet on containerd (NODE_AGENT=kubelet: the upstream kubelet), kube-proxy, CoreDNS, metrics-server; prints export KUBECONFIG=...
+	$(CLUSTER) up -name $(CLUSTER_NAME) -workers $(NODES) -agent $(NODE_AGENT)
 
 cluster-down: ## remove every container, network and volume make cluster made
 	$(CLUSTER) down -name $(CLUSTER_NAME)
@@ -130,7 +132,7 @@ cluster-down: ## remove every container, network and volume make cluster made
 cluster-load: ## load images from this machine's Docker into every node: make cluster-load IMAGE="name:tag ..."
 	$(CLUSTER) load -name $(CLUSTER_NAME) $(IMAGE)
 
-conformance: ## run the sig-node [Conformance] e2e specs against one microlet node (RUNTIME_ONLY=1: the upstream kubelet on runtime-shim); rewrites docs/conformance.md (SUITE=nodeconformance, FOCUS/SKIP/PROCS pick others)
+conformance: ## run the sig-node [Conformance] e2e specs against one microlet node (RUNTIME_ONLY=1: the upstream kubelet on runtime-shim); rewrites docs/conformance.md (SUITE=nodeconformance, FOCUS/SKIP/PROCS pick others; SUITE=full: all 446 on make cluster)
 	hack/conformance.sh
 
 conformance-report: ## regenerate docs/conformance.md from the recorded runs (test/conformance/runs/), or JUNIT="[NAME=]FILE ..."

@@ -6,10 +6,12 @@
 #                                (cold: ~15-25 min on 2 shared cores)
 #   hack/build-e2e.sh agnhost    the suite's multi-purpose test image program, static
 #   hack/build-e2e.sh nonewprivs the program of the nonewprivs test image, static
+#   hack/build-e2e.sh sample-apiserver  k8s.io/sample-apiserver, static: the aggregated
+#                                API server the full suite's aggregator specs run
 #   hack/build-e2e.sh ginkgo     the ginkgo CLI at the version the suite links
 #                                (it runs e2e.test in parallel processes)
 set -euo pipefail
-name=${1:?usage: hack/build-e2e.sh e2e.test|agnhost|nonewprivs|ginkgo}
+name=${1:?usage: hack/build-e2e.sh e2e.test|agnhost|nonewprivs|sample-apiserver|ginkgo}
 root=$(cd "$(dirname "$0")/.." && pwd)
 mod="$root/test/conformance/upstream"
 modversion() { sed -nE "s#^[[:space:]]*(require[[:space:]]+)?$1 (v[^[:space:]]+).*#\2#p" "$mod/go.mod" | head -1; }
@@ -19,10 +21,11 @@ case "$name" in
   e2e.test) version=$k8s; pkg=k8s.io/kubernetes/test/e2e ;;
   agnhost)  version=$k8s; pkg=k8s.io/kubernetes/test/images/agnhost ;;
   nonewprivs) version=$k8s; pkg=k8s.io/kubernetes/test/images/nonewprivs ;;
+  sample-apiserver) version=$k8s; pkg=k8s.io/sample-apiserver ;;
   # The version the suite links, from the module graph (an indirect
   # requirement need not be listed in go.mod).
   ginkgo)   version=$(cd "$mod" && GOWORK=off GOFLAGS=-mod=mod go list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2); pkg=github.com/onsi/ginkgo/v2/ginkgo ;;
-  *) echo "build-e2e: unknown program $name (e2e.test, agnhost, nonewprivs or ginkgo)" >&2; exit 2 ;;
+  *) echo "build-e2e: unknown program $name (e2e.test, agnhost, nonewprivs, sample-apiserver or ginkgo)" >&2; exit 2 ;;
 esac
 [ -n "$version" ] || { echo "build-e2e: no version for $name in $mod/go.mod" >&2; exit 1; }
 cache="${MICROLET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/microlet}/$name/$version"

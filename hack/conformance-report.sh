@@ -21,5 +21,9 @@ if [ $# -eq 0 ]; then
 fi
 args=()
 for j in "$@"; do args+=(-junit "$j"); done
+# The full suite's recorded runs (make conformance SUITE=full).
+for f in microlet kubelet; do
+  [ ! -d "test/conformance/runs/full/$f" ] || args+=(-full "$f=test/conformance/runs/full/$f")
+done
 go run ./test/conformance/cmd/conformance report "${args[@]}" -reasons test/conformance/reasons.yaml -o "${OUT:-docs/conformance.md}"
 echo "conformance-report: wrote ${OUT:-docs/conformance.md}" >&2

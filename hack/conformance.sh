@@ -15,7 +15,19 @@
 #                 [Conformance]) or nodeconformance (every [NodeConformance]
 #                 spec one node can run: no [Serial], [Disruptive], [Flaky],
 #                 [Slow], [Feature:...], and no DNS or Services specs, which
-#                 need a multi-node cluster); FOCUS/SKIP still override it
+#                 need a multi-node cluster); FOCUS/SKIP still override it.
+#                 SUITE=full is every [Conformance] spec on a make cluster
+#                 cluster (CLUSTER_NAME, default conformance; NODES workers,
+#                 default 2): the parallel phase with PROCS processes
+#                 (default 4), then the [Serial] phase with one. FOCUS runs
+#                 only those specs in the parallel phase (SERIAL_FOCUS: in
+#                 the serial phase); KEEP_CLUSTER=1 leaves the cluster up;
+#                 NODE_AGENT=kubelet runs the upstream kubelet on the nodes
+#                 instead (the report's side column, same containerd and
+#                 configuration).
+#                 The whole suite's run is recorded in
+#                 test/conformance/runs/full/<agent> and docs/conformance.md
+#                 regenerated; results default to _output/conformance-full.
 #   FOCUS=RE      specs to run      (default: '\[sig-node\].*\[Conformance\]')
 #   SKIP=RE       specs to leave out (default: '\[Serial\]|\[Disruptive\]|\[Flaky\]')
 #   PROCS=N       parallel suite processes (default 3; 1 runs e2e.test alone)
@@ -42,10 +54,28 @@ default_skip='\[Serial\]|\[Disruptive\]|\[Flaky\]'
 suite_focus=$default_focus suite_skip=$default_skip
 case "${SUITE:-node}" in
   node) ;;
+  full)
+    hack/install-test-deps.sh
+    e2e=$(hack/build-e2e.sh e2e.test)
+    args=(full -e2e-test "$e2e" -agnhost "$(hack/build-e2e.sh agnhost)" -nonewprivs "$(hack/build-e2e.sh nonewprivs)"
+          -ginkgo "$(hack/build-e2e.sh ginkgo)" -sample-apiserver "$(hack/build-e2e.sh sample-apiserver)"
+          -procs "${PROCS:-4}" -cluster "${CLUSTER_NAME:-conformance}" -workers "${NODES:-2}" -agent "${NODE_AGENT:-microlet}"
+          -results "${RESULTS:-_output/conformance-full}"
+          -e2e-version "$(sed -nE 's/^[[:space:]]*(require[[:space:]]+)?k8s.io\/kubernetes (v[^[:space:]]+).*/\2/p' test/conformance/upstream/go.mod | head -1)")
+    [ -z "${FOCUS:-}" ] || args+=(-focus "$FOCUS")
+    [ -z "${SERIAL_FOCUS:-}" ] || args+=(-serial-focus "$SERIAL_FOCUS")
+    [ "${KEEP_CLUSTER:-}" != 1 ] || args+=(-keep-cluster)
+    [ "${DRY_RUN:-}" != 1 ] || args+=(-dry-run)
+    if [ -z "${FOCUS:-}${SERIAL_FOCUS:-}" ] && [ "${DRY_RUN:-}" != 1 ]; then
+      args+=(-record "test/conformance/runs/full/${NODE_AGENT:-microlet}" -report "${REPORT:-docs/conformance.md}")
+    fi
+    mkdir -p bin
+    go build -o bin/conformance ./test/conformance/cmd/conformance
+    exec bin/conformance "${args[@]}" ;;
   nodeconformance)
     suite_focus='\[NodeConformance\]'
     suite_skip='\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Slow\]|\[Feature:|\[sig-network\] DNS|\[sig-network\] Services|DNS should|Services should' ;;
-  *) echo "hack/conformance.sh: SUITE=${SUITE} is not a selection (node, nodeconformance)" >&2; exit 2 ;;
+  *) echo "hack/conformance.sh: SUITE=${SUITE} is not a selection (node, nodeconformance, full)" >&2; exit 2 ;;
 esac
 focus=${FOCUS:-$suite_focus}
 skip=${SKIP-$suite_skip}

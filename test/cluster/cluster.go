@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/microlet/microlet/internal/testenv/controlplane"
+	"github.com/microlet/microlet/internal/testenv/kernelparams"
 	"github.com/microlet/microlet/test/cluster/addons"
 	"github.com/microlet/microlet/test/cluster/dockerimage"
 )
@@ -28,6 +29,9 @@ const (
 	ClusterDomain = "cluster.local"
 	// APIServerPort is the API server's port on the cluster network.
 	APIServerPort = 6443
+	// RegistryPort is the cluster registry's port on the control-plane
+	// node (Cluster.RegistryHost).
+	RegistryPort = 5000
 	// MaxWorkers bounds Config.Workers: two cores run the lot.
 	MaxWorkers = 4
 )
@@ -37,6 +41,17 @@ const (
 const (
 	LabelCluster = "io.microlet.cluster"
 	LabelRole    = "io.microlet.cluster.role"
+	// LabelAgent on a node container names its node agent (Config.Agent).
+	LabelAgent = "io.microlet.cluster.agent"
+)
+
+// Node agents a cluster's nodes can run (Config.Agent).
+const (
+	AgentMicrolet = "microlet"
+	// AgentKubelet is the upstream kubelet at the pinned version
+	// (hack/build-kubelet.sh), from the same KubeletConfiguration file and
+	// flags: the side column of the full conformance run.
+	AgentKubelet = "kubelet"
 )
 
 // Roles of a node container.
@@ -63,6 +78,11 @@ type Config struct {
 	Log io.Writer
 	// ReadyTimeout bounds the wait for Ready nodes and add-ons (default 8m).
 	ReadyTimeout time.Duration
+	// Agent is every node's node agent: AgentMicrolet (the default) or
+	// AgentKubelet. The kubelet sets kernel parameters of the whole
+	// machine when it starts (kernelparams.Kubelet); Up records them
+	// first and Down puts them back.
+	Agent string
 }
 
 // Node is one node container.
@@ -87,6 +107,16 @@ type Cluster struct {
 	Kubeconfig, APIServer string
 }
 
+// RegistryHost is host:port of the cluster registry: a plain-HTTP
+// registry on the control-plane node, which every node's containerd asks
+// first for registry.k8s.io's images. Nothing can be pulled from the
+// internet here; an image pushed to it under registry.k8s.io's path (say
+// e2e-test-images/kitten:1.8) is what a pod with pullPolicy Always gets.
+// Its content lives in the control-plane node's memory.
+func (cl *Cluster) RegistryHost() string {
+	return fmt.Sprintf("%s:%d", cl.Nodes[0].IP, RegistryPort)
+}
+
 func (c *Config) setDefaults() error {
 	if c.Name == "" {
 		c.Name = "microlet"
@@ -100,7 +130,13 @@ func (c *Config) setDefaults() error {
 	if c.ReadyTimeout == 0 {
 		c.ReadyTimeout = 8 * time.Minute
 	}
+	if c.Agent == "" {
+		c.Agent = AgentMicrolet
+	}
 	var errs []error
+	if c.Agent != AgentMicrolet && c.Agent != AgentKubelet {
+		errs = append(errs, fmt.Errorf("agent: %q is not a node agent (%s or %s)", c.Agent, AgentMicrolet, AgentKubelet))
+	}
 	if c.Workers < 1 || c.Workers > MaxWorkers {
 		errs = append(errs, fmt.Errorf("workers: %d is out of range 1-%d", c.Workers, MaxWorkers))
 	}
@@ -239,7 +275,16 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cl.runNode(ctx, cl.Nodes[0], shared, cpBins); err != nil {
+	var agentBin string
+	if cfg.Agent == AgentKubelet {
+		if agentBin, err = runScript(ctx, cfg.RepoRoot, log, "build-kubelet.sh"); err != nil {
+			return nil, err
+		}
+		if err := recordKernelParams(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cl.runNode(ctx, cl.Nodes[0], shared, cpBins, agentBin); err != nil {
 		return nil, err
 	}
 	if err := cl.waitFile(ctx, cl.Nodes[0], filepath.Join(shared, "admin.conf"), 4*time.Minute); err != nil {
@@ -247,7 +292,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	fmt.Fprintf(log, "cluster %s: control plane up after %s\n", cfg.Name, time.Since(start).Round(time.Second))
 	for _, n := range cl.Nodes[1:] {
-		if err := cl.runNode(ctx, n, shared, nil); err != nil {
+		if err := cl.runNode(ctx, n, shared, nil, agentBin); err != nil {
 			return nil, err
 		}
 	}
@@ -289,6 +334,9 @@ func Existing(ctx context.Context, cfg Config) (*Cluster, error) {
 			role = RoleControlPlane
 		}
 		cl.Nodes = append(cl.Nodes, Node{Name: name, IP: ip, Role: role})
+	}
+	if agent, _ := docker(ctx, "inspect", "-f", "{{index .Config.Labels \""+LabelAgent+"\"}}", cl.Nodes[0].Name); agent != cfg.Agent {
+		return nil, fmt.Errorf("cluster %s runs %q nodes, want %s", cfg.Name, agent, cfg.Agent)
 	}
 	if extra, _ := docker(ctx, "ps", "-q", "--filter", "label="+LabelCluster+"="+cfg.Name); len(lines(extra)) != len(cl.Nodes) {
 		return nil, fmt.Errorf("cluster %s has %d node containers, want %d", cfg.Name, len(lines(extra)), len(cl.Nodes))
@@ -334,10 +382,51 @@ func Down(ctx context.Context, cfg Config) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := restoreKernelParams(cfg); err != nil {
+		errs = append(errs, err)
+	}
 	if err := os.RemoveAll(cfg.stateDir()); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// kernelParamsFile holds the kernel parameters as they were before the
+// first kubelet node started.
+func (c Config) kernelParamsFile() string { return filepath.Join(c.stateDir(), "kernel-params-before") }
+
+// recordKernelParams writes kernelparams.Kubelet's values to the cluster's
+// state directory, unless an earlier Up of the same cluster already did
+// (its nodes may have changed them since).
+func recordKernelParams(cfg Config) error {
+	if _, err := os.Stat(cfg.kernelParamsFile()); err == nil {
+		return nil
+	}
+	v, err := kernelparams.Read(kernelparams.Kubelet)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(cfg.kernelParamsFile(), []byte(v.String()), 0o644)
+}
+
+// restoreKernelParams puts back what recordKernelParams recorded, once the
+// nodes are gone.
+func restoreKernelParams(cfg Config) error {
+	b, err := os.ReadFile(cfg.kernelParamsFile())
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	v, err := kernelparams.Parse(string(b))
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.kernelParamsFile(), err)
+	}
+	if d := kernelparams.Diff(v); d != "" {
+		fmt.Fprintf(cfg.Log, "cluster %s: restoring kernel parameters the kubelet nodes changed: %s\n", cfg.Name, d)
+	}
+	return kernelparams.Write(v)
 }
 
 // Load copies images from this machine's Docker into every node's

@@ -137,7 +137,7 @@ func controlPlaneBinaries() ([]controlPlaneBinary, error) {
 // container's own overlay), tmpfs /run and /tmp, the shared directory at
 // /cluster (writable for the control plane, which writes the credentials
 // there) and this machine's kernel modules read-only.
-func (cl *Cluster) runNode(ctx context.Context, n Node, shared string, cpBins []controlPlaneBinary) error {
+func (cl *Cluster) runNode(ctx context.Context, n Node, shared string, cpBins []controlPlaneBinary, agentBin string) error {
 	label := LabelCluster + "=" + cl.Name
 	vol := n.Name + "-var"
 	if _, err := docker(ctx, "volume", "create", "--label", label, vol); err != nil {
@@ -145,9 +145,13 @@ func (cl *Cluster) runNode(ctx context.Context, n Node, shared string, cpBins []
 	}
 	args := []string{"run", "-d", "--name", n.Name, "--hostname", n.Name,
 		"--network", cl.Network, "--ip", n.IP,
-		"--label", label, "--label", LabelRole + "=" + n.Role,
+		"--label", label, "--label", LabelRole + "=" + n.Role, "--label", LabelAgent + "=" + cl.Agent,
 		"--tmpfs", "/run", "--tmpfs", "/tmp", "-v", vol + ":/var",
 		"-e", "MICROLET_NODE_IP=" + n.IP, "-e", "MICROLET_CLUSTER_ROLE=" + n.Role,
+		"-e", "MICROLET_CLUSTER_REGISTRY=" + cl.RegistryHost(), "-e", "MICROLET_NODE_AGENT=" + cl.Agent,
+	}
+	if agentBin != "" {
+		args = append(args, "-v", agentBin+":/usr/local/bin/"+cl.Agent+":ro")
 	}
 	args = append(args, nodeSecurity...)
 	if _, err := os.Stat("/lib/modules"); err == nil {

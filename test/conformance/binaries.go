@@ -56,10 +56,15 @@ const hostCurl = "/usr/bin/curl"
 // glibc: the glibc-dns-testing image's.
 const hostHostname = "/bin/hostname"
 
-// hostDNSTools are the dnsutils programs (Debian's bind9-dnsutils) the
-// glibc-dns-testing image gets when the host has them; only the cluster's
-// DNS specs run them.
-var hostDNSTools = []string{"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/host"}
+// hostDNSTools are the programs the DNS specs' queriers run, in the agnhost
+// and glibc-dns-testing images (ImageSources.DNSPrograms): the dnsutils of
+// Debian's bind9-dnsutils and glibc's getent (libc-bin), each when the host
+// has it; only the cluster's DNS specs run them.
+var hostDNSTools = []string{"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/host", "/usr/bin/getent"}
+
+// hostEtcd is the etcd server the aggregator specs' etcd image gets
+// (Debian's etcd-server, which the control plane runs too).
+const hostEtcd = "/usr/bin/etcd"
 
 // hostShell is the busybox image's sh (Debian's package bash-static):
 // ImageSources.Shell.
@@ -72,8 +77,9 @@ const BusyboxShPackage = "github.com/microlet/microlet/test/conformance/cmd/busy
 // DefaultImageSources are the images' inputs on this machine: the programs
 // as given (FindAgnhost, FindNonewprivs, microlet's pause, busybox-sh), Debian's
 // /bin/busybox, /bin/bash-static, /usr/bin/curl and /bin/hostname (dig,
-// nslookup and host too when bind9-dnsutils is installed), and porter's certificate pair from the
-// agnhost sources of the pinned module (in the module cache).
+// nslookup, host and getent too where installed), porter's certificate pair
+// from the agnhost sources of the pinned module (in the module cache), and
+// the kitten and nautilus images' files from the same sources.
 func DefaultImageSources(ctx context.Context, agnhost, nonewprivs, pause, busyboxSh string) (ImageSources, error) {
 	src := ImageSources{Agnhost: agnhost, Nonewprivs: nonewprivs, Busybox: "/bin/busybox", Shell: hostShell, ShellSwitch: busyboxSh, Pause: pause,
 		AgnhostFiles: map[string]string{}, AgnhostPrograms: []string{hostCurl}}
@@ -92,7 +98,7 @@ func DefaultImageSources(ctx context.Context, agnhost, nonewprivs, pause, busybo
 	src.GlibcPrograms = []string{hostHostname}
 	for _, p := range hostDNSTools {
 		if _, err := os.Stat(p); err == nil {
-			src.GlibcPrograms = append(src.GlibcPrograms, p)
+			src.DNSPrograms = append(src.DNSPrograms, p)
 		}
 	}
 	root, err := controlplane.RepoRoot()
@@ -111,8 +117,22 @@ func DefaultImageSources(ctx context.Context, agnhost, nonewprivs, pause, busybo
 		src.AgnhostFiles[name] = filepath.Join(dir, "test/images/agnhost/porter", name)
 	}
 	src.KittenFiles = map[string]string{}
+	src.NautilusFiles = map[string]string{}
 	for _, name := range []string{"kitten.jpg", "data.json"} {
 		src.KittenFiles[name] = filepath.Join(dir, "test/images/kitten/html", name)
 	}
+	for _, name := range []string{"nautilus.jpg", "data.json"} {
+		src.NautilusFiles[name] = filepath.Join(dir, "test/images/nautilus/html", name)
+	}
 	return src, nil
+}
+
+// WithAggregator adds the aggregator specs' images to src: sampleAPIServer
+// (hack/build-e2e.sh sample-apiserver) and this machine's etcd server.
+func (src *ImageSources) WithAggregator(sampleAPIServer string) error {
+	if _, err := os.Stat(hostEtcd); err != nil {
+		return fmt.Errorf("the aggregator's etcd image needs %s (apt-get install etcd-server): %w", hostEtcd, err)
+	}
+	src.SampleAPIServer, src.Etcd = sampleAPIServer, hostEtcd
+	return nil
 }

@@ -80,14 +80,10 @@ func TestUpstreamSubset(t *testing.T) {
 		}
 	})
 
-	quoted := make([]string, len(fastSpecs))
-	for i, s := range fastSpecs {
-		quoted[i] = regexp.QuoteMeta(s)
-	}
 	var suiteOut testenv.LockedBuffer
 	suite := Suite{
 		E2ETest: e2eTest, Kubeconfig: cp.AdminKubeconfig(), Kubectl: kubectl,
-		Focus: strings.Join(quoted, "|"), Skip: DefaultSkip,
+		Focus: focusOn(fastSpecs), Skip: DefaultSkip,
 		ResultsDir: t.TempDir(), Timeout: 20 * time.Minute, Out: &suiteOut,
 	}
 	run, err := suite.Run(ctx)
@@ -97,11 +93,23 @@ func TestUpstreamSubset(t *testing.T) {
 	for _, c := range run.SetupFailures() {
 		t.Errorf("suite setup %s failed: %s", c.Name, c.Message)
 	}
+	requirePassed(t, run, fastSpecs)
+	if t.Failed() {
+		t.Logf("suite output (tail):\n%s", tail(suiteOut.String(), 40000))
+	}
+}
+
+// requirePassed fails t unless run selected exactly specs and each passed.
+func requirePassed(t *testing.T, run *Run, specs []string) {
+	t.Helper()
+	for _, c := range run.SetupFailures() {
+		t.Errorf("suite setup %s failed: %s", c.Name, c.Message)
+	}
 	got := map[string]Case{}
 	for _, c := range run.Selected() {
 		got[c.Name] = c
 	}
-	for _, name := range fastSpecs {
+	for _, name := range specs {
 		c, ok := got[name]
 		switch {
 		case !ok:
@@ -112,12 +120,18 @@ func TestUpstreamSubset(t *testing.T) {
 			t.Logf("%s: passed in %s", name, c.Duration.Round(100*time.Millisecond))
 		}
 	}
-	if len(got) != len(fastSpecs) {
-		t.Errorf("the focus selected %d specs, want %d", len(got), len(fastSpecs))
+	if len(got) != len(specs) {
+		t.Errorf("the focus selected %d specs, want %d", len(got), len(specs))
 	}
-	if t.Failed() {
-		t.Logf("suite output (tail):\n%s", tail(suiteOut.String(), 40000))
+}
+
+// focusOn is a Ginkgo focus selecting exactly specs.
+func focusOn(specs []string) string {
+	quoted := make([]string, len(specs))
+	for i, s := range specs {
+		quoted[i] = regexp.QuoteMeta(s)
 	}
+	return strings.Join(quoted, "|")
 }
 
 func tail(s string, n int) string {

@@ -40,6 +40,19 @@ const (
 	GlibcDNSTestingImage = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0"
 )
 
+// Images only the full suite runs (SUITE=full on a make cluster cluster).
+const (
+	// NautilusImage is kitten's twin with nautilus.jpg (kubectl's Update
+	// Demo specs).
+	NautilusImage = "registry.k8s.io/e2e-test-images/nautilus:1.8"
+	// NginxNewImage is the server-side apply specs' Deployment image.
+	NginxNewImage = "registry.k8s.io/e2e-test-images/nginx:1.27-0"
+	// SampleAPIServerImage is k8s.io/sample-apiserver, the aggregated API
+	// the aggregator specs register; its etcd container runs EtcdImage.
+	SampleAPIServerImage = "registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2"
+	EtcdImage            = "registry.k8s.io/etcd:3.6.8-0"
+)
+
 // labelContent is set on every image this package imports to the digest of
 // its root filesystem and configuration, so a second run skips the import.
 const labelContent = "io.microlet.conformance.content"
@@ -79,6 +92,18 @@ type ImageSources struct {
 	// their path in it: kitten.jpg and data.json from the module's
 	// test/images/kitten/html.
 	KittenFiles map[string]string
+	// NautilusFiles are the nautilus image's files added to agnhost's:
+	// nautilus.jpg and data.json from the module's test/images/nautilus/html.
+	NautilusFiles map[string]string
+	// SampleAPIServer is a static k8s.io/sample-apiserver (hack/build-e2e.sh
+	// sample-apiserver) and Etcd an etcd server (Debian's etcd-server:
+	// /usr/bin/etcd, with its libraries); both empty leave the aggregator's
+	// images out (the single-node selections do not run them).
+	SampleAPIServer, Etcd string
+	// DNSPrograms are glibc programs the DNS specs' queriers run in both the
+	// agnhost and the glibc-dns-testing images: dig (Debian's bind9-dnsutils)
+	// and getent (libc-bin), with their libraries, where the host has them.
+	DNSPrograms []string
 	// GlibcPrograms are host programs linked against glibc that the
 	// glibc-dns-testing image gets at their own paths, with their shared
 	// libraries, over busybox's applets of the same name: Debian's
@@ -103,6 +128,19 @@ func PrepareImages(ctx context.Context, src ImageSources, log io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// ImageNames lists the name of every image PrepareImages imports for src.
+func ImageNames(src ImageSources) ([]string, error) {
+	trees, err := imageTrees(src)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, t := range trees {
+		names = append(names, t.names...)
+	}
+	return names, nil
 }
 
 // namedTree is an image's filesystem and the names it gets.
@@ -138,11 +176,14 @@ func imageTrees(src ImageSources) ([]namedTree, error) {
 			return nil, err
 		}
 	}
-	for _, prog := range src.AgnhostPrograms {
+	for _, prog := range append(append([]string{}, src.AgnhostPrograms...), src.DNSPrograms...) {
 		if err := agn.addProgram(prog); err != nil {
 			return nil, err
 		}
 	}
+	// Upstream's Alpine resolves hosts from /etc/hosts first; getent does
+	// the same with glibc only when nsswitch.conf says so.
+	agn.text("etc/nsswitch.conf", nsswitch, 0o644)
 	for dst, file := range src.AgnhostFiles {
 		if err := agn.addFile(strings.TrimPrefix(dst, "/"), file, 0o644); err != nil {
 			return nil, err
@@ -175,31 +216,70 @@ func imageTrees(src ImageSources) ([]namedTree, error) {
 	}
 	nnp.changes = []string{envPath, `CMD ["nnp"]`}
 
-	kitten, err := kittenTree(agn, src.KittenFiles)
+	kitten, err := webTree(agn, "kitten", src.KittenFiles)
 	if err != nil {
 		return nil, err
 	}
+	kitten.text("etc/os-release", kittenOSRelease, 0o644)
 
 	// nonroot: upstream's is debian-base with `USER 1234` and nothing else;
 	// the specs run `id -u` in it.
 	nonroot := bb.clone()
 	nonroot.changes = []string{envPath, "USER 1234", `CMD ["sh"]`}
 
-	glibc, err := glibcDNSTree(bb, src.Shell, src.GlibcPrograms)
+	glibc, err := glibcDNSTree(bb, src.Shell, append(append([]string{}, src.GlibcPrograms...), src.DNSPrograms...))
 	if err != nil {
 		return nil, err
 	}
 
-	return []namedTree{
+	trees := []namedTree{
 		{[]string{KittenImage}, kitten},
 		{[]string{BusyboxImage}, busybox},
 		{[]string{AgnhostImage, AgnhostPrevImage}, agn},
 		{[]string{PauseImage}, pause},
-		{[]string{NginxImage}, nginx},
+		{[]string{NginxImage, NginxNewImage}, nginx},
 		{[]string{NonewprivsImage}, nnp},
 		{[]string{NonRootImage}, nonroot},
 		{[]string{GlibcDNSTestingImage}, glibc},
-	}, nil
+	}
+	if src.NautilusFiles != nil {
+		nautilus, err := webTree(agn, "nautilus", src.NautilusFiles)
+		if err != nil {
+			return nil, err
+		}
+		trees = append(trees, namedTree{[]string{NautilusImage}, nautilus})
+	}
+	if src.SampleAPIServer != "" || src.Etcd != "" {
+		sample, etcd, err := aggregatorTrees(bb, src.SampleAPIServer, src.Etcd)
+		if err != nil {
+			return nil, err
+		}
+		trees = append(trees, namedTree{[]string{SampleAPIServerImage}, sample}, namedTree{[]string{EtcdImage}, etcd})
+	}
+	return trees, nil
+}
+
+// aggregatorTrees are the aggregator specs' two images: upstream's
+// sample-apiserver image is the static program as its entrypoint; its etcd
+// image runs /usr/local/bin/etcd, here Debian's etcd with its libraries.
+func aggregatorTrees(bb *tree, sampleAPIServer, etcd string) (sample, etcdImage *tree, err error) {
+	if sampleAPIServer == "" || etcd == "" {
+		return nil, nil, fmt.Errorf("the aggregator's images need both sample-apiserver (%q) and etcd (%q)", sampleAPIServer, etcd)
+	}
+	sample = bb.clone()
+	if err := sample.addFile("sample-apiserver", sampleAPIServer, 0o755); err != nil {
+		return nil, nil, err
+	}
+	sample.changes = []string{envPath, `ENTRYPOINT ["/sample-apiserver"]`}
+	etcdImage = bb.clone()
+	if err := etcdImage.addProgram(etcd); err != nil {
+		return nil, nil, err
+	}
+	if etcd != "/usr/local/bin/etcd" {
+		etcdImage.symlink("usr/local/bin/etcd", etcd)
+	}
+	etcdImage.changes = []string{envPath, `CMD ["/usr/local/bin/etcd"]`}
+	return sample, etcdImage, nil
 }
 
 // nsswitch is Debian's /etc/nsswitch.conf (package libc-bin) for the
@@ -254,20 +334,19 @@ PRETTY_NAME="microlet conformance stand-in for registry.k8s.io/e2e-test-images/k
 ID=microlet-conformance
 `
 
-// kittenTree is the kitten image: the agnhost stand-in plus kitten.jpg and
-// data.json at its root (upstream's Dockerfile) and an os-release naming
-// what it stands in for; its command is agnhost's test-webserver.
-func kittenTree(agn *tree, files map[string]string) (*tree, error) {
+// webTree is the kitten or nautilus image (upstream's Dockerfiles): the
+// agnhost stand-in plus name.jpg and data.json at its root, its command
+// agnhost's test-webserver.
+func webTree(agn *tree, name string, files map[string]string) (*tree, error) {
 	t := agn.clone()
-	for _, name := range []string{"kitten.jpg", "data.json"} {
-		if files[name] == "" {
-			return nil, fmt.Errorf("the kitten image needs %s (test/images/kitten/html of the module)", name)
+	for _, f := range []string{name + ".jpg", "data.json"} {
+		if files[f] == "" {
+			return nil, fmt.Errorf("the %s image needs %s (test/images/%s/html of the module)", name, f, name)
 		}
-		if err := t.addFile(name, files[name], 0o644); err != nil {
+		if err := t.addFile(f, files[f], 0o644); err != nil {
 			return nil, err
 		}
 	}
-	t.text("etc/os-release", kittenOSRelease, 0o644)
 	t.changes = []string{envPath, `ENTRYPOINT ["/agnhost"]`, `CMD ["test-webserver"]`, "EXPOSE 80"}
 	return t, nil
 }

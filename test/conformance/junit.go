@@ -283,3 +283,27 @@ func matchesAny(res []*regexp.Regexp, s string, empty bool) bool {
 	}
 	return false
 }
+
+// MergeJUnit writes to out one junit file holding the testsuite of each of
+// ins, in order: the full suite's phases as one result. Each suite keeps
+// its own properties (focus, skip, processes), so a reader can tell the
+// phases apart; ParseJUnit reads only the first.
+func MergeJUnit(out string, ins ...string) error {
+	var merged junitSuites
+	for _, in := range ins {
+		b, err := os.ReadFile(in)
+		if err != nil {
+			return err
+		}
+		var doc junitSuites
+		if err := xml.Unmarshal(b, &doc); err != nil {
+			return fmt.Errorf("%s: %w", in, err)
+		}
+		merged.Suites = append(merged.Suites, doc.Suites...)
+	}
+	b, err := xml.MarshalIndent(merged, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(out, append([]byte(xml.Header), append(b, '\n')...), 0o644)
+}

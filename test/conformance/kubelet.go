@@ -19,13 +19,13 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
-	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
+	"github.com/microlet/microlet/internal/testenv/kernelparams"
 	"github.com/microlet/microlet/internal/testenv/node"
 )
 
@@ -36,10 +36,7 @@ const KubeletNodeName = "kubelet on runtime-shim"
 // KubeletSysctls are the kernel parameters the upstream kubelet sets when
 // it starts with protectKernelDefaults false (its container manager's
 // kernel tunables); StartKubelet records them and Stop puts them back.
-var KubeletSysctls = []string{
-	utilsysctl.VMOvercommitMemory, utilsysctl.VMPanicOnOOM, utilsysctl.KernelPanic,
-	utilsysctl.KernelPanicOnOops, utilsysctl.RootMaxKeys, utilsysctl.RootMaxBytes,
-}
+var KubeletSysctls = kernelparams.Kubelet
 
 // KubeletOptions describe the upstream kubelet node of a
 // kubelet-on-runtime-shim run: the same suite, the upstream kubelet as the
@@ -82,7 +79,7 @@ type KubeletNode struct {
 	// it, apart from any other node on the host.
 	CgroupRoot string
 	// Sysctls are the KubeletSysctls values before the kubelet started.
-	Sysctls map[string]int
+	Sysctls kernelparams.Values
 
 	ownDir        bool
 	kubelet, shim *child
@@ -149,10 +146,10 @@ func StartKubelet(ctx context.Context, cp *controlplane.ControlPlane, opts Kubel
 	if k.cgroupDirs, err = makeCgroupRoot(k.CgroupRoot); err != nil {
 		return nil, err
 	}
-	if k.Sysctls, err = readSysctls(KubeletSysctls); err != nil {
+	if k.Sysctls, err = kernelparams.Read(KubeletSysctls); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(k.Dir, "sysctls-before"), []byte(formatSysctls(k.Sysctls)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(k.Dir, "sysctls-before"), []byte(k.Sysctls.String()), 0o644); err != nil {
 		return nil, err
 	}
 
@@ -287,8 +284,8 @@ func (k *KubeletNode) Stop() {
 		k.shim.stop(30 * time.Second)
 	}
 	if k.Sysctls != nil {
-		if err := writeSysctls(k.Sysctls); err != nil {
-			fmt.Fprintf(os.Stderr, "conformance: restoring kernel parameters %s: %v\n", formatSysctls(k.Sysctls), err)
+		if err := kernelparams.Write(k.Sysctls); err != nil {
+			fmt.Fprintf(os.Stderr, "conformance: restoring kernel parameters %s: %v\n", k.Sysctls, err)
 		}
 	}
 	if k.Dir != "" {
@@ -301,65 +298,11 @@ func (k *KubeletNode) Stop() {
 }
 
 // RecordedSysctls are Sysctls as sysctl(8) lines (kernel.panic=1).
-func (k *KubeletNode) RecordedSysctls() string { return formatSysctls(k.Sysctls) }
+func (k *KubeletNode) RecordedSysctls() string { return k.Sysctls.String() }
 
 // RestoreReport says which recorded kernel parameters differ from now;
 // empty when all are as recorded.
-func (k *KubeletNode) RestoreReport() string {
-	now, err := readSysctls(KubeletSysctls)
-	if err != nil {
-		return err.Error()
-	}
-	var diff []string
-	for _, name := range KubeletSysctls {
-		if now[name] != k.Sysctls[name] {
-			diff = append(diff, fmt.Sprintf("%s=%d (was %d)", name, now[name], k.Sysctls[name]))
-		}
-	}
-	return strings.Join(diff, ", ")
-}
-
-func readSysctls(names []string) (map[string]int, error) {
-	s := utilsysctl.New()
-	out := map[string]int{}
-	for _, n := range names {
-		v, err := s.GetSysctl(n)
-		if err != nil {
-			return nil, fmt.Errorf("read kernel parameter %s: %w", n, err)
-		}
-		out[n] = v
-	}
-	return out, nil
-}
-
-// writeSysctls sets the values that differ from now.
-func writeSysctls(want map[string]int) error {
-	s := utilsysctl.New()
-	var errs []error
-	for n, v := range want {
-		cur, err := s.GetSysctl(n)
-		if err == nil && cur == v {
-			continue
-		}
-		if err := s.SetSysctl(n, v); err != nil {
-			errs = append(errs, fmt.Errorf("%s=%d: %w", n, v, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func formatSysctls(m map[string]int) string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	for _, n := range names {
-		fmt.Fprintf(&b, "%s=%d\n", strings.ReplaceAll(n, "/", "."), m[n])
-	}
-	return b.String()
-}
+func (k *KubeletNode) RestoreReport() string { return kernelparams.Diff(k.Sysctls) }
 
 // dockerCgroupDriver is Docker's cgroup driver (docker info), cgroupfs if
 // it cannot be asked.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
+	"github.com/microlet/microlet/internal/testenv/kernelparams"
 )
 
 // TestKubeletOnRuntimeShim starts the upstream kubelet on runtime-shim as
@@ -62,7 +63,7 @@ func TestKubeletOnRuntimeShim(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	before, err := readSysctls(KubeletSysctls)
+	before, err := kernelparams.Read(KubeletSysctls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestKubeletOnRuntimeShim(t *testing.T) {
 		utilsysctl.KernelPanic: utilsysctl.KernelPanicRebootTimeout, utilsysctl.KernelPanicOnOops: utilsysctl.KernelPanicOnOopsAlways,
 		utilsysctl.RootMaxKeys: utilsysctl.RootMaxKeysSetting, utilsysctl.RootMaxBytes: utilsysctl.RootMaxBytesSetting,
 	}
-	during, err := readSysctls(KubeletSysctls)
+	during, err := kernelparams.Read(KubeletSysctls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func TestKubeletOnRuntimeShim(t *testing.T) {
 
 	k.Stop()
 	stopped = true
-	after, err := readSysctls(KubeletSysctls)
+	after, err := kernelparams.Read(KubeletSysctls)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ const upstreamRegistry = "registry.k8s.io"
 // from src as PrepareImages builds them. Its Host is the mirror to give
 // runtime-shim as "registry.k8s.io=<host>"; Close stops it.
 func StartMirror(ctx context.Context, src ImageSources) (*registry.Registry, error) {
-	trees, err := imageTrees(src)
+	imgs, err := MirrorOCIImages(src)
 	if err != nil {
 		return nil, err
 	}
@@ -38,6 +38,24 @@ func StartMirror(ctx context.Context, src ImageSources) (*registry.Registry, err
 	if err != nil {
 		return nil, err
 	}
+	for repoTag, img := range imgs {
+		if err := reg.Push(ctx, repoTag, img); err != nil {
+			_ = reg.Close()
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+// MirrorOCIImages builds MirrorImages from src, keyed by their
+// repository:tag under registry.k8s.io (e2e-test-images/kitten:1.8), for a
+// registry that stands in for registry.k8s.io.
+func MirrorOCIImages(src ImageSources) (map[string]v1.Image, error) {
+	trees, err := imageTrees(src)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]v1.Image{}
 	for _, want := range MirrorImages {
 		var found *namedTree
 		for i := range trees {
@@ -48,20 +66,15 @@ func StartMirror(ctx context.Context, src ImageSources) (*registry.Registry, err
 			}
 		}
 		if found == nil {
-			_ = reg.Close()
 			return nil, fmt.Errorf("mirror: no image %s", want)
 		}
 		img, err := found.tree.ociImage()
 		if err != nil {
-			_ = reg.Close()
 			return nil, fmt.Errorf("mirror: %s: %w", want, err)
 		}
-		if err := reg.Push(ctx, strings.TrimPrefix(want, upstreamRegistry+"/"), img); err != nil {
-			_ = reg.Close()
-			return nil, err
-		}
+		out[strings.TrimPrefix(want, upstreamRegistry+"/")] = img
 	}
-	return reg, nil
+	return out, nil
 }
 
 // MirrorFlag is runtime-shim's --registry-mirrors value for reg.

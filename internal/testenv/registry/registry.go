@@ -115,12 +115,33 @@ func New(ctx context.Context) (*Registry, error) {
 	return r, nil
 }
 
+// Remote is a handle on a registry another process serves at host
+// (host:port, plain HTTP), for Push and Image; Close does nothing.
+func Remote(host string) *Registry { return &Registry{host: host} }
+
+// Serve runs an empty plain-HTTP registry on addr until ctx ends: a
+// make cluster cluster's registry, which the nodes' containerd uses as
+// registry.k8s.io's mirror.
+func Serve(ctx context.Context, addr string) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	r := newServer(lis, ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	<-ctx.Done()
+	return r.Close()
+}
+
 // serve starts an HTTP registry on a free loopback port.
 func serve(h http.Handler) (*Registry, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
+	return newServer(lis, h), nil
+}
+
+func newServer(lis net.Listener, h http.Handler) *Registry {
 	r := &Registry{
 		host: lis.Addr().String(),
 		srv:  &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second},
@@ -130,7 +151,7 @@ func serve(h http.Handler) (*Registry, error) {
 		defer close(r.done)
 		_ = r.srv.Serve(lis)
 	}()
-	return r, nil
+	return r
 }
 
 // Private is the repository:tag of the busybox image a private registry
@@ -191,8 +212,11 @@ func (r *Registry) Push(ctx context.Context, repoTag string, img v1.Image) error
 	return nil
 }
 
-// Close stops the registry.
+// Close stops the registry (a Remote one is left alone).
 func (r *Registry) Close() error {
+	if r.srv == nil {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := r.srv.Shutdown(ctx)

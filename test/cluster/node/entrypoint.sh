@@ -23,6 +23,13 @@ mkdir -p /var/log /var/lib/containerd /etc/cni/net.d
 # The pods' resolver (kubelet-config.yaml's resolvConf says why).
 echo "nameserver $MICROLET_NODE_IP" > /etc/kubernetes/resolv.conf
 touch /run/xtables.lock
+# registry.k8s.io's mirror: the cluster registry on the control-plane node
+# (Cluster.RegistryHost), for images pulled with pullPolicy Always.
+if [ -n "${MICROLET_CLUSTER_REGISTRY:-}" ]; then
+  mkdir -p /etc/containerd/certs.d/registry.k8s.io
+  printf 'server = "https://registry.k8s.io"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
+    "$MICROLET_CLUSTER_REGISTRY" >/etc/containerd/certs.d/registry.k8s.io/hosts.toml
+fi
 
 # containerd, restarted by this script's watchdog should it die.
 (
@@ -45,6 +52,7 @@ for t in /opt/microlet/images/*.tar; do
 done
 
 if [ "${MICROLET_CLUSTER_ROLE:-worker}" = control-plane ]; then
+  microlet-cluster registry -addr "${MICROLET_CLUSTER_REGISTRY:-$MICROLET_NODE_IP:5000}" >>/var/log/registry.log 2>&1 &
   microlet-cluster controlplane -shared /cluster -ip "$MICROLET_NODE_IP" >>/var/log/controlplane.log 2>&1 &
 fi
 for _ in $(seq 1 900); do
@@ -53,12 +61,22 @@ for _ in $(seq 1 900); do
 done
 [ -s /cluster/bootstrap-kubelet.conf ] || die "no /cluster/bootstrap-kubelet.conf after 3 minutes: the control plane did not come up (its log: /var/log/controlplane.log on the control-plane node)"
 
-# microlet runs as a child, not exec'd: bash as PID 1 reaps the orphans
-# (containerd's shims re-parent to PID 1 when they daemonize) and passes
-# docker stop's SIGTERM on.
+# The node agent runs as a child, not exec'd: bash as PID 1 reaps the
+# orphans (containerd's shims re-parent to PID 1 when they daemonize) and
+# passes docker stop's SIGTERM on. microlet, or the upstream kubelet
+# (MICROLET_NODE_AGENT=kubelet, mounted at /usr/local/bin/kubelet), from
+# the same configuration file and flags.
+agent=${MICROLET_NODE_AGENT:-microlet}
+case "$agent" in
+  microlet) cmd=(microlet run) state=/var/lib/microlet ;;
+  kubelet) command -v kubelet >/dev/null || die "MICROLET_NODE_AGENT=kubelet but no /usr/local/bin/kubelet is mounted"
+    cmd=(kubelet) state=/var/lib/kubelet ;;
+  *) die "MICROLET_NODE_AGENT=$agent is not a node agent (microlet or kubelet)" ;;
+esac
+mkdir -p "$state"
 # shellcheck disable=SC2086
-microlet run --config /etc/kubernetes/kubelet-config.yaml \
-  --bootstrap-kubeconfig /cluster/bootstrap-kubelet.conf --kubeconfig /var/lib/microlet/kubelet.conf \
+"${cmd[@]}" --config /etc/kubernetes/kubelet-config.yaml \
+  --bootstrap-kubeconfig /cluster/bootstrap-kubelet.conf --kubeconfig "$state/kubelet.conf" \
   --node-ip "$MICROLET_NODE_IP" ${MICROLET_NODE_ARGS:-} &
 mpid=$!
 trap 'kill -TERM "$mpid" 2>/dev/null' TERM INT
@@ -70,5 +88,5 @@ while kill -0 "$mpid" 2>/dev/null; do
   wait "$mpid"
   rc=$?
 done
-log "microlet exited ($rc)"
+log "$agent exited ($rc)"
 exit "$rc"

@@ -1,11 +1,12 @@
 // Command cluster is `make cluster` (up), `make cluster-down` (down) and
 // `make cluster-load` (load); in the control-plane node it runs the
-// control plane (controlplane). See package cluster and docs/cluster.md.
+// control plane (controlplane) and the cluster registry (registry). See package cluster and docs/cluster.md.
 //
-//	cluster up [-name N] [-workers 2]
+//	cluster up [-name N] [-workers 2] [-agent microlet|kubelet]
 //	cluster down [-name N]
 //	cluster load [-name N] IMAGE...
 //	cluster controlplane -shared DIR -ip IP
+//	cluster registry -addr IP:PORT
 package main
 
 import (
@@ -15,12 +16,13 @@ import (
 	"os"
 
 	"github.com/microlet/microlet/internal/signals"
+	"github.com/microlet/microlet/internal/testenv/registry"
 	"github.com/microlet/microlet/test/cluster"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster up|down|load|controlplane [flags]")
+		fmt.Fprintln(os.Stderr, "usage: cluster up|down|load|controlplane|registry [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signals.Context()
@@ -38,6 +40,7 @@ func run(ctx context.Context, mode string, args []string) error {
 	switch mode {
 	case "up":
 		fs.IntVar(&cfg.Workers, "workers", 2, fmt.Sprintf("worker nodes besides the control-plane node (1-%d)", cluster.MaxWorkers))
+		fs.StringVar(&cfg.Agent, "agent", cluster.AgentMicrolet, "every node's node agent: microlet, or kubelet (the upstream kubelet from the same configuration)")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
@@ -71,7 +74,16 @@ func run(ctx context.Context, mode string, args []string) error {
 			return fmt.Errorf("controlplane: -ip is required")
 		}
 		return cluster.RunControlPlane(ctx, *shared, *ip)
+	case "registry":
+		addr := fs.String("addr", "", "host:port to serve the cluster registry on")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if *addr == "" {
+			return fmt.Errorf("registry: -addr is required")
+		}
+		return registry.Serve(ctx, *addr)
 	default:
-		return fmt.Errorf("unknown mode %q (want up, down, load or controlplane)", mode)
+		return fmt.Errorf("unknown mode %q (want up, down, load, controlplane or registry)", mode)
 	}
 }

@@ -56,8 +56,10 @@ func main() {
 		err = report(args)
 	case "images":
 		err = images(ctx, args, os.Stdout)
+	case "full":
+		err = full(ctx, args, os.Stdout)
 	default:
-		err = fmt.Errorf("usage: conformance run|report|images [flags] (got %q)", mode)
+		err = fmt.Errorf("usage: conformance run|full|report|images [flags] (got %q)", mode)
 	}
 	switch {
 	case errors.Is(err, errFailed):
@@ -326,7 +328,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 				cols[i], cols[j] = cols[j], cols[i]
 			}
 		}
-		if err := writeReport(*reportPath, *reasonsPath, cols); err != nil {
+		if err := writeReport(*reportPath, *reasonsPath, cols, recordedFullColumns()); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "conformance: report written to %s\n", *reportPath)
@@ -389,6 +391,8 @@ func report(args []string) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	var junits junitFlags
 	fs.Var(&junits, "junit", "[NAME=]FILE: a run's junit file (meta.json beside it is read too); repeat for more columns, microlet's first")
+	var fulls junitFlags
+	fs.Var(&fulls, "full", "NAME=DIR: a recorded full-suite run (DIR/<phase>/junit_01.xml, DIR/meta.json); repeat for more columns, microlet's first")
 	reasons := fs.String("reasons", "test/conformance/reasons.yaml", "failure reasons (test name regexp → reason, owner)")
 	outPath := fs.String("o", "docs/conformance.md", "the Markdown report to write")
 	if err := fs.Parse(args); err != nil {
@@ -397,13 +401,13 @@ func report(args []string) error {
 	if len(junits) == 0 {
 		return errors.New("at least one -junit is required")
 	}
-	return writeReport(*outPath, *reasons, junits)
+	return writeReport(*outPath, *reasons, junits, fulls)
 }
 
 // generator names the command that makes the report, inside it.
 const generator = "`hack/conformance-report.sh` (`go run ./test/conformance/cmd/conformance report`)"
 
-func writeReport(outPath, reasonsPath string, junits []string) error {
+func writeReport(outPath, reasonsPath string, junits, fulls []string) error {
 	reasons, err := conformance.LoadReasons(reasonsPath)
 	if err != nil {
 		return err
@@ -432,7 +436,63 @@ func writeReport(outPath, reasonsPath string, junits []string) error {
 		_ = f.Close()
 		return err
 	}
+	var fullCols []conformance.FullColumn
+	for _, spec := range fulls {
+		name, dir, ok := strings.Cut(spec, "=")
+		if !ok {
+			name, dir = "microlet", spec
+		}
+		col, err := conformance.LoadFullColumn(name, dir)
+		if err != nil {
+			_ = f.Close()
+			return err
+		}
+		fullCols = append(fullCols, col)
+	}
+	if len(fullCols) > 0 {
+		if _, err := io.WriteString(f, "\n"); err != nil {
+			_ = f.Close()
+			return err
+		}
+		if err := conformance.WriteFullReport(f, fullCols, reasons); err != nil {
+			_ = f.Close()
+			return err
+		}
+	}
 	return f.Close()
+}
+
+// The recorded runs docs/conformance.md is made from
+// (hack/conformance-report.sh lists the same).
+const (
+	microletRecord     = "test/conformance/runs/microlet"
+	kubeletRecord      = "test/conformance/runs/kubelet-on-runtime-shim"
+	fullMicroletRecord = "test/conformance/runs/full/microlet"
+	fullKubeletRecord  = "test/conformance/runs/full/kubelet"
+)
+
+// recordedNodeColumns are the recorded single-node runs that exist, as
+// report's -junit values.
+func recordedNodeColumns() []string {
+	var cols []string
+	for _, c := range [][2]string{{"microlet", microletRecord}, {"kubelet on runtime-shim", kubeletRecord}} {
+		if _, err := os.Stat(filepath.Join(c[1], conformance.JUnitFile)); err == nil {
+			cols = append(cols, c[0]+"="+filepath.Join(c[1], conformance.JUnitFile))
+		}
+	}
+	return cols
+}
+
+// recordedFullColumns are the recorded full-suite runs that exist, as
+// report's -full values.
+func recordedFullColumns() []string {
+	var cols []string
+	for _, c := range [][2]string{{"microlet", fullMicroletRecord}, {"kubelet", fullKubeletRecord}} {
+		if _, err := os.Stat(c[1]); err == nil {
+			cols = append(cols, c[0]+"="+c[1])
+		}
+	}
+	return cols
 }
 
 // goBuild builds static binaries of pkgs into dir.
