@@ -3,6 +3,7 @@ package kubeletconfig
 import (
 	"time"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -47,11 +48,14 @@ func setZero[T comparable](p *T, v T) {
 
 // SetDefaults fills the unset fields of kc as the kubelet's
 // SetDefaults_KubeletConfiguration does in Kubernetes v1.36.3 with its
-// default feature gates (KubeletCrashLoopBackOffMax and
-// KubeletEnsureSecretPulledImages are on by default there, so their fields
-// are defaulted unless featureGates turns them off). The test module
+// feature gates (FeatureGate) and kc's featureGates (KubeletCrashLoopBackOffMax
+// and KubeletEnsureSecretPulledImages are on by default, so their fields are
+// defaulted unless featureGates turns them off). The test module
 // test/kubeletconfig compares it with upstream's on a table of inputs.
 func SetDefaults(kc *kubeletv1beta1.KubeletConfiguration) {
+	// featureGates that cannot be applied leave the gates at their defaults
+	// here (the kubelet panics); Validate reports them.
+	g, _ := gates(kc, logr.Discard())
 	setPtr(&kc.EnableServer, true)
 	setDur(&kc.SyncFrequency, time.Minute)
 	setDur(&kc.FileCheckFrequency, 20*time.Second)
@@ -140,32 +144,10 @@ func SetDefaults(kc *kubeletv1beta1.KubeletConfiguration) {
 	setPtr(&kc.LocalStorageCapacityIsolation, true)
 	setZero(&kc.ContainerRuntimeEndpoint, DefaultRuntimeEndpoint)
 	setZero(&kc.PodLogsDir, DefaultPodLogsDir)
-	if gate(kc, "KubeletCrashLoopBackOffMax") {
+	if g.Enabled(gateKubeletCrashLoopBackOffMax) {
 		setPtr(&kc.CrashLoopBackOff.MaxContainerRestartPeriod, dur(DefaultMaxContainerBackOff))
 	}
-	if gate(kc, "KubeletEnsureSecretPulledImages") {
+	if g.Enabled(gateKubeletEnsureSecretPulledImages) {
 		setZero(&kc.ImagePullCredentialsVerificationPolicy, kubeletv1beta1.NeverVerifyPreloadedImages)
 	}
-}
-
-// defaultOnGates are the feature gates the defaulting and validation consult
-// that are on by default in v1.36.3; every other gate they consult is off.
-var defaultOnGates = map[string]bool{
-	"KubeletCrashLoopBackOffMax":             true,
-	"KubeletEnsureSecretPulledImages":        true,
-	"GracefulNodeShutdown":                   true,
-	"RotateKubeletServerCertificate":         true,
-	"ImageMaximumGCAge":                      true,
-	"NodeSwap":                               true,
-	"CPUCFSQuotaPeriod":                      true,
-	"GracefulNodeShutdownBasedOnPodPriority": true,
-}
-
-// gate reports whether the named feature gate is on for kc: its
-// featureGates entry, else the v1.36.3 default.
-func gate(kc *kubeletv1beta1.KubeletConfiguration, name string) bool {
-	if v, ok := kc.FeatureGates[name]; ok {
-		return v
-	}
-	return defaultOnGates[name]
 }
