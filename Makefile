@@ -50,13 +50,15 @@ proto: ## regenerate the Go code from proto/ with buf
 check-proto: ## fail when the committed generated code differs from the protos
 	hack/check-proto.sh
 
-generate: ## regenerate podconfig's mirror of Kubernetes' internal core types (services/podconfig/gen), the kubelet's flag list, kubeadm's KubeletConfiguration and the KubeletConfiguration field table (docs/kubelet-config-fields.md)
+generate: ## regenerate podconfig's mirror of Kubernetes' internal core types (services/podconfig/gen), the kubelet's flag list and feature gates, kubeadm's KubeletConfiguration and the KubeletConfiguration field table (docs/kubelet-config-fields.md)
 	cd services/podconfig/gen && $(GO) run ./cmd/gencore > ../internal/manifest/internal/core/zz_generated.types.go.tmp
 	mv services/podconfig/internal/manifest/internal/core/zz_generated.types.go.tmp services/podconfig/internal/manifest/internal/core/zz_generated.types.go
 	cd test/kubeletconfig && $(GO) run ./cmd/kubeletflags > ../../internal/kubeletconfig/kubelet_flags.txt.tmp
 	mv internal/kubeletconfig/kubelet_flags.txt.tmp internal/kubeletconfig/kubelet_flags.txt
 	cd test/kubeletconfig && $(GO) run ./cmd/kubeadmconfig > ../../internal/kubeletconfig/testdata/kubeadm.yaml.tmp
 	mv internal/kubeletconfig/testdata/kubeadm.yaml.tmp internal/kubeletconfig/testdata/kubeadm.yaml
+	cd test/kubeletconfig && $(GO) run ./cmd/kubeletgates > ../../internal/kubeletconfig/zz_generated_featuregates.go.tmp
+	mv internal/kubeletconfig/zz_generated_featuregates.go.tmp internal/kubeletconfig/zz_generated_featuregates.go
 	$(GO) run ./internal/kubeletconfig/cmd/gendocs > docs/kubelet-config-fields.md.tmp
 	mv docs/kubelet-config-fields.md.tmp docs/kubelet-config-fields.md
 

@@ -2,7 +2,7 @@
 # Debian packages the tests use: etcd for the control plane, busybox-static and
 # bash-static (the conformance busybox image's sh) for test images, iptables for
 # the CNI portmap plugin, curl (a conformance image), dig (bind9-dnsutils: the
-# full suite's DNS specs), script(1) (kubectl exec -t),
+# full suite's DNS specs), netcat-openbsd (the agnhost image's nc), script(1) (kubectl exec -t),
 # systemd-analyze (deploy/systemd), docker-compose (deploy/compose), dbus-daemon
 # (a private bus for the graceful node shutdown tests); for the cluster (docs/cluster.md):
 # gcc, pkg-config and libseccomp-dev (hack/build-runc.sh's static cgo build). apt-get runs
@@ -16,6 +16,7 @@ command -v flock >/dev/null 2>&1 || need+=(util-linux)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 [ -x /usr/bin/curl ] || need+=(curl)
 [ -x /usr/bin/dig ] || need+=(bind9-dnsutils)
+[ -x /bin/nc.openbsd ] || need+=(netcat-openbsd)
 command -v script >/dev/null 2>&1 || need+=(bsdutils)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 [ -x /usr/bin/dbus-daemon ] || need+=(dbus-daemon)

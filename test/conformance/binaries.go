@@ -62,6 +62,10 @@ const hostHostname = "/bin/hostname"
 // has it; only the cluster's DNS specs run them.
 var hostDNSTools = []string{"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/host", "/usr/bin/getent"}
 
+// hostNetcat is the agnhost image's nc (Debian's netcat-openbsd),
+// ImageSources.Netcat.
+const hostNetcat = "/bin/nc.openbsd"
+
 // hostEtcd is the etcd server the aggregator specs' etcd image gets
 // (Debian's etcd-server, which the control plane runs too).
 const hostEtcd = "/usr/bin/etcd"
@@ -76,7 +80,7 @@ const BusyboxShPackage = "github.com/microlet/microlet/test/conformance/cmd/busy
 
 // DefaultImageSources are the images' inputs on this machine: the programs
 // as given (FindAgnhost, FindNonewprivs, microlet's pause, busybox-sh), Debian's
-// /bin/busybox, /bin/bash-static, /usr/bin/curl and /bin/hostname (dig,
+// /bin/busybox, /bin/bash-static, /usr/bin/curl, /bin/nc.openbsd and /bin/hostname (dig,
 // nslookup, host and getent too where installed), porter's certificate pair
 // from the agnhost sources of the pinned module (in the module cache), and
 // the kitten and nautilus images' files from the same sources.
@@ -95,6 +99,10 @@ func DefaultImageSources(ctx context.Context, agnhost, nonewprivs, pause, busybo
 	if _, err := os.Stat(hostHostname); err != nil {
 		return src, fmt.Errorf("the glibc-dns-testing image needs %s (apt-get install hostname): %w", hostHostname, err)
 	}
+	if _, err := os.Stat(hostNetcat); err != nil {
+		return src, fmt.Errorf("the agnhost image's nc is %s (apt-get install netcat-openbsd): %w", hostNetcat, err)
+	}
+	src.Netcat = hostNetcat
 	src.GlibcPrograms = []string{hostHostname}
 	for _, p := range hostDNSTools {
 		if _, err := os.Stat(p); err == nil {

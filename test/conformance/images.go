@@ -104,6 +104,11 @@ type ImageSources struct {
 	// agnhost and the glibc-dns-testing images: dig (Debian's bind9-dnsutils)
 	// and getent (libc-bin), with their libraries, where the host has them.
 	DNSPrograms []string
+	// Netcat is OpenBSD's netcat (Debian's netcat-openbsd: /bin/nc.openbsd),
+	// the agnhost image's nc as upstream's Alpine image has it: the
+	// Services specs run `nc -v -t -w 2 HOST PORT` and `nc -v -z -w 2 ...`,
+	// options busybox's nc lacks. Empty leaves busybox's.
+	Netcat string
 	// GlibcPrograms are host programs linked against glibc that the
 	// glibc-dns-testing image gets at their own paths, with their shared
 	// libraries, over busybox's applets of the same name: Debian's
@@ -171,14 +176,27 @@ func imageTrees(src ImageSources) ([]namedTree, error) {
 	agn.dir("uploads", 0o755)
 	// The real image has bash (its Dockerfile installs it); probe specs run
 	// /bin/bash -c with traps in it.
+	// Its /bin/sh is that bash too (POSIX mode under the name sh): Debian's
+	// busybox ash runs its own applets before anything on PATH, so the
+	// Services specs' `nc -v -t ...` would get busybox's nc even with
+	// OpenBSD's installed; upstream's Alpine ash finds commands on PATH.
 	if src.Shell != "" {
 		if err := agn.addFile("bin/bash", src.Shell, 0o755); err != nil {
 			return nil, err
 		}
+		agn.symlink("bin/sh", "bash")
 	}
 	for _, prog := range append(append([]string{}, src.AgnhostPrograms...), src.DNSPrograms...) {
 		if err := agn.addProgram(prog); err != nil {
 			return nil, err
+		}
+	}
+	if src.Netcat != "" {
+		if err := agn.addProgram(src.Netcat); err != nil {
+			return nil, err
+		}
+		for _, l := range []string{"bin/nc", "usr/bin/nc"} {
+			agn.symlink(l, src.Netcat)
 		}
 	}
 	// Upstream's Alpine resolves hosts from /etc/hosts first; getent does
