@@ -57,6 +57,7 @@ node_pkgs=(
   ./services/podsyncd/e2e/
   ./services/statusd/bench/
   ./test/cluster/addons/podnet/
+  ./test/cluster/
 )
 missing=$(git grep -l '^func Benchmark' -- '*_test.go' | xargs -n1 dirname | sort -u | while read -r d; do
   case " ${unit_pkgs[*]} ${node_pkgs[*]} " in *" ./$d/ "*) ;; *) echo "./$d/" ;; esac
@@ -96,6 +97,7 @@ if [ "$set_" != unit ]; then
   run runtime-shim-bench locked "${gotest[@]}" -bench . -benchtime 1x -timeout 30m ./services/runtime-shim/internal/bench/
   run nodeapi-e2e locked "${gotest[@]}" -bench . -benchtime 1x -timeout 40m ./services/nodeapi/e2e/
   run podnet-pod-to-pod locked "${gotest[@]}" -bench PodToPod -benchtime 1s -timeout 10m ./test/cluster/addons/podnet/
+  run cluster-pod-network locked "${gotest[@]}" -bench ClusterPodNetwork -benchtime 1x -timeout 25m ./test/cluster/
   run podsyncd-startup locked env MICROLET_BENCH_PODS=10,30 "${gotest[@]}" -bench PodStartup -benchtime 1x -timeout 40m ./services/podsyncd/e2e/
   if [ "$heavy" = 1 ]; then
     run podsyncd-startup-110 locked env MICROLET_BENCH_PODS=110 "${gotest[@]}" -bench PodStartup -benchtime 1x -timeout 60m ./services/podsyncd/e2e/

@@ -213,25 +213,31 @@ func requestClientCert(ctx context.Context, cfg Config, boot *bootstrap) (certPE
 		reqUID  types.UID
 		lastErr error
 	)
-	bo := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
-	err = wait.ExponentialBackoffWithContext(wctx, bo, func(ctx context.Context) (bool, error) {
-		n, uid, err := csr.RequestCertificateWithContext(ctx, cs, csrPEM, name, certificatesv1.KubeAPIServerClientKubeletSignerName, nil, usages, key)
+	// (A DelayFunc, not ExponentialBackoffWithContext: that one stops
+	// retrying once the delay reaches its cap.)
+	delay := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}.DelayFunc()
+	for {
+		n, uid, err := csr.RequestCertificateWithContext(wctx, cs, csrPEM, name, certificatesv1.KubeAPIServerClientKubeletSignerName, nil, usages, key)
 		if err == nil {
 			reqName, reqUID = n, uid
-			return true, nil
+			break
 		}
 		if final := refusal(err); final != nil {
-			return false, final
+			return nil, nil, fmt.Errorf("certificate signing request for %s refused by %s: %w (is the bootstrap token valid, is --enable-bootstrap-token-auth on, and is group system:bootstrappers bound to ClusterRole system:node-bootstrapper?)", cfg.UserName(), boot.rest.Host, final)
+		}
+		if why := untrustedServer(err); why != "" {
+			return nil, nil, fmt.Errorf("untrusted API server: %s does not verify against the certificate-authority of bootstrap kubeconfig %s: %s (is that the cluster's CA?)", boot.rest.Host, cfg.BootstrapKubeconfig, why)
 		}
 		lastErr = err
 		cfg.Log.Warn("cannot create the certificate signing request yet; retrying", "server", boot.rest.Host, "err", err)
-		return false, nil
-	})
-	if err != nil {
-		if wctx.Err() != nil {
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
 			return nil, nil, fmt.Errorf("could not create a certificate signing request at %s within %s (last error: %v): check the bootstrap kubeconfig's server and that the API server is up", boot.rest.Host, cfg.WaitTimeout, lastErr)
+		case <-time.After(delay()):
 		}
-		return nil, nil, fmt.Errorf("certificate signing request for %s refused by %s: %w (is the bootstrap token valid, is --enable-bootstrap-token-auth on, and is group system:bootstrappers bound to ClusterRole system:node-bootstrapper?)", cfg.UserName(), boot.rest.Host, err)
 	}
 	cfg.Log.Info("certificate signing request created; waiting for approval and signature", "csr", reqName, "timeout", cfg.WaitTimeout)
 	certPEM, err = csr.WaitForCertificate(wctx, cs, reqName, reqUID)
@@ -250,6 +256,23 @@ func requestClientCert(ctx context.Context, cfg Config, boot *bootstrap) (certPE
 	default:
 		return nil, nil, fmt.Errorf("certificate signing request %s: %w", reqName, err)
 	}
+}
+
+// untrustedServer describes err when the API server's certificate failed
+// verification against the bootstrap kubeconfig's CA (a wrong CA, or a
+// server name the certificate does not hold): retrying cannot help.
+// client-go's CSR helper formats the transport's error with %v, so the
+// x509 types are gone by here; crypto/tls's message is what is left.
+func untrustedServer(err error) string {
+	var verify *tls.CertificateVerificationError
+	if errors.As(err, &verify) {
+		return verify.Error()
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, "tls: failed to verify certificate: "); i >= 0 {
+		return msg[i:]
+	}
+	return ""
 }
 
 // refusal is err when the API server answered and said no (forbidden,

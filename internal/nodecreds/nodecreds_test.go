@@ -2,6 +2,7 @@ package nodecreds
 
 import (
 	"context"
+	"crypto"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -21,6 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 
 	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
@@ -284,4 +288,67 @@ func requestCN(p []byte) string {
 		return ""
 	}
 	return r.Subject.CommonName
+}
+
+// TestBadBootstrapToken: a token the API server does not know is refused
+// at once (no retries until the timeout), and the error says what to check.
+func TestBadBootstrapToken(t *testing.T) {
+	cp := controlPlane(t)
+	dir := t.TempDir()
+	boot := filepath.Join(dir, "bootstrap.kubeconfig")
+	if err := cp.WriteBootstrapKubeconfig(boot, "abcdef.0123456789abcdef"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{NodeName: "badtoken-" + rand.String(5), Kubeconfig: filepath.Join(dir, "kubeconfig"), BootstrapKubeconfig: boot, CertDir: filepath.Join(dir, "pki"), WaitTimeout: 10 * time.Minute}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := Ensure(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "Unauthorized") || !strings.Contains(err.Error(), "is the bootstrap token valid") {
+		t.Fatalf("err = %v, want an Unauthorized refusal naming the bootstrap token", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Ensure retried a refusal until the test's deadline: %v", err)
+	}
+}
+
+// TestWrongCA: a bootstrap kubeconfig whose certificate-authority is not
+// the one that signed the API server's certificate fails at once, naming
+// the kubeconfig and the CA, instead of retrying until the timeout.
+func TestWrongCA(t *testing.T) {
+	cp := controlPlane(t)
+	dir := t.TempDir()
+	boot := bootstrapKubeconfig(t, cp, dir)
+	kc, err := clientcmd.LoadFromFile(boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := keyutil.MakeEllipticPrivateKeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := keyutil.ParsePrivateKeyPEM(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: "some-other-ca"}, signer.(crypto.Signer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range kc.Clusters {
+		c.CertificateAuthority = ""
+		c.CertificateAuthorityData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: other.Raw})
+	}
+	if err := clientcmd.WriteToFile(*kc, boot); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{NodeName: "wrongca-" + rand.String(5), Kubeconfig: filepath.Join(dir, "kubeconfig"), BootstrapKubeconfig: boot, CertDir: filepath.Join(dir, "pki"), WaitTimeout: 10 * time.Minute}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err = Ensure(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "untrusted API server") || !strings.Contains(err.Error(), boot) || !strings.Contains(err.Error(), "certificate-authority") {
+		t.Fatalf("err = %v, want the untrusted API server named with the kubeconfig and its CA", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Ensure retried a certificate verification failure until the test's deadline: %v", err)
+	}
 }

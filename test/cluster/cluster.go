@@ -361,25 +361,22 @@ func Down(ctx context.Context, cfg Config) error {
 	}
 	filter := "label=" + LabelCluster + "=" + cfg.Name
 	var errs []error
-	if ids, err := docker(ctx, "ps", "-aq", "--filter", filter); err != nil {
-		errs = append(errs, err)
-	} else if ids := lines(ids); len(ids) > 0 {
-		if _, err := docker(ctx, append([]string{"rm", "-f", "-v"}, ids...)...); err != nil {
+	// Containers first (they hold the volumes and the network), then
+	// volumes, then the network: each listed by the label, then removed.
+	for _, kind := range []struct{ list, remove []string }{
+		{[]string{"ps", "-aq"}, []string{"rm", "-f", "-v"}},
+		{[]string{"volume", "ls", "-q"}, []string{"volume", "rm", "-f"}},
+		{[]string{"network", "ls", "-q"}, []string{"network", "rm"}},
+	} {
+		ids, err := docker(ctx, append(kind.list, "--filter", filter)...)
+		if err != nil {
 			errs = append(errs, err)
+			continue
 		}
-	}
-	if vols, err := docker(ctx, "volume", "ls", "-q", "--filter", filter); err != nil {
-		errs = append(errs, err)
-	} else if vols := lines(vols); len(vols) > 0 {
-		if _, err := docker(ctx, append([]string{"volume", "rm", "-f"}, vols...)...); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if nets, err := docker(ctx, "network", "ls", "-q", "--filter", filter); err != nil {
-		errs = append(errs, err)
-	} else if nets := lines(nets); len(nets) > 0 {
-		if _, err := docker(ctx, append([]string{"network", "rm"}, nets...)...); err != nil {
-			errs = append(errs, err)
+		if ids := lines(ids); len(ids) > 0 {
+			if _, err := docker(ctx, append(kind.remove, ids...)...); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if err := restoreKernelParams(cfg); err != nil {

@@ -107,11 +107,14 @@ func createNetwork(ctx context.Context, cfg Config) (string, error) {
 	return "", errors.New("network: no free /24 in 172.29.0.0/16")
 }
 
-// controlPlaneBinaries are the control plane's programs on this machine,
-// bind-mounted read-only into the control-plane node (container path ->
-// host path, environment variable that points at it).
+// controlPlaneBinary is one control-plane program on this machine: its
+// path here, the path it is bind-mounted at (read-only) in the
+// control-plane node, and the environment variable that points the node's
+// control plane at it.
 type controlPlaneBinary struct{ host, container, env string }
 
+// controlPlaneBinaries finds each control-plane program (etcd,
+// kube-apiserver, ...) on this machine.
 func controlPlaneBinaries() ([]controlPlaneBinary, error) {
 	var out []controlPlaneBinary
 	for _, b := range []struct {
