@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -225,16 +226,8 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := os.MkdirAll(cfg.stateDir(), 0o755); err != nil {
 		return nil, err
 	}
-	b, err := buildInputs(ctx, cfg, log)
-	if err != nil {
-		return nil, err
-	}
 	values := addons.Values{APIServerPort: APIServerPort, PodCIDR: PodCIDR, ServiceCIDR: ServiceCIDR, ClusterDNS: ClusterDNS, ClusterDomain: ClusterDomain}
-	spec, err := nodeSpec(b, values)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dockerimage.Import(ctx, spec, log); err != nil {
+	if err := buildNodeImage(ctx, cfg, values); err != nil {
 		return nil, err
 	}
 	if err := preflightNode(ctx); err != nil {
@@ -307,6 +300,34 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	fmt.Fprintf(log, "cluster %s: %d nodes Ready, add-ons running, after %s\n", cfg.Name, len(cl.Nodes), time.Since(start).Round(time.Second))
 	return cl, nil
+}
+
+// buildNodeImage builds the node image's inputs and imports the image, one
+// process at a time on this machine: two clusters coming up at once (the
+// tests of two packages) would otherwise run make build into the same bin/
+// together.
+func buildNodeImage(ctx context.Context, cfg Config, values addons.Values) error {
+	if err := os.MkdirAll(cfg.cacheDir(), 0o755); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(filepath.Join(cfg.cacheDir(), ".build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	b, err := buildInputs(ctx, cfg, cfg.Log)
+	if err != nil {
+		return err
+	}
+	spec, err := nodeSpec(b, values)
+	if err != nil {
+		return err
+	}
+	_, err = dockerimage.Import(ctx, spec, cfg.Log)
+	return err
 }
 
 // Existing finds a running cluster of cfg's name and shape.

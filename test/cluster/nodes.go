@@ -99,6 +99,11 @@ func createNetwork(ctx context.Context, cfg Config) (string, error) {
 		}
 		_, err := docker(ctx, "network", "create", "--driver", "bridge", "--subnet", cand.String(),
 			"--label", LabelCluster+"="+cfg.Name, "-o", "com.docker.network.bridge.enable_ip_masquerade=false", cfg.network())
+		if err != nil && strings.Contains(err.Error(), "overlaps") {
+			// Another cluster (a test running beside this one) took
+			// it between the listing and now: try the next.
+			continue
+		}
 		if err != nil {
 			return "", err
 		}
