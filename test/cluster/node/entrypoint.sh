@@ -20,6 +20,12 @@ if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
   done
 fi
 mkdir -p /var/log /var/lib/containerd /etc/cni/net.d
+# What a host has and a container lacks: the kubelet refuses to start
+# without /dev/kmsg (its OOM watcher reads it; a privileged kind node has
+# the host's, here the device rule lets the node make it), and a node's
+# machine ID comes from /etc/machine-id.
+[ -e /dev/kmsg ] || mknod -m 600 /dev/kmsg c 1 11 || log "no /dev/kmsg (mknod failed): the upstream kubelet will not start"
+[ -s /etc/machine-id ] || tr -d - </proc/sys/kernel/random/uuid >/etc/machine-id
 # The pods' resolver (kubelet-config.yaml's resolvConf says why).
 echo "nameserver $MICROLET_NODE_IP" > /etc/kubernetes/resolv.conf
 touch /run/xtables.lock
