@@ -250,7 +250,7 @@ func MachineInfo(in *Inputs) Setter {
 		}
 		if statsErr == nil {
 			if c, a, ok := in.Machine.get(fsCapacity); ok {
-				node.Status.Capacity, node.Status.Allocatable = c, a
+				node.Status.Capacity, node.Status.Allocatable = keepOthers(node, c, a, in.Reserved)
 				return nil
 			}
 		}
@@ -295,14 +295,46 @@ func MachineInfo(in *Inputs) Setter {
 			}
 			allocatable[name] = v
 		}
-		node.Status.Capacity = capacity
-		node.Status.Allocatable = allocatable
+		node.Status.Capacity, node.Status.Allocatable = keepOthers(node, capacity, allocatable, in.Reserved)
 		if statsErr != nil {
 			return statsErr
 		}
 		in.Machine.put(fsCapacity, capacity, allocatable)
 		return nil
 	}
+}
+
+// keepOthers returns the node's capacity and allocatable: ours (the
+// machine's resources, which are never changed here: the cache shares
+// them) plus every other resource the Node already advertises, such as an
+// extended resource another agent or an administrator patched into its
+// capacity (the scheduler's preemption specs do that), with allocatable
+// following capacity minus reserved, as the kubelet's MachineInfo setter
+// keeps them. Hugepage sizes the machine no longer has are dropped.
+func keepOthers(node *corev1.Node, capacity, allocatable, reserved corev1.ResourceList) (corev1.ResourceList, corev1.ResourceList) {
+	var extra []corev1.ResourceName
+	for name := range node.Status.Capacity {
+		if _, ours := capacity[name]; !ours && !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) == 0 {
+		return capacity, allocatable
+	}
+	c, a := capacity.DeepCopy(), allocatable.DeepCopy()
+	for _, name := range extra {
+		q := node.Status.Capacity[name]
+		c[name] = q.DeepCopy()
+		v := q.DeepCopy()
+		if r, ok := reserved[name]; ok {
+			v.Sub(r)
+		}
+		if v.Sign() < 0 {
+			v = *resource.NewQuantity(0, q.Format)
+		}
+		a[name] = v
+	}
+	return c, a
 }
 
 // MachineCache keeps the capacity and allocatable MachineInfo computed last,

@@ -234,6 +234,50 @@ func TestMachineInfoCacheFollowsTheFilesystem(t *testing.T) {
 	}
 }
 
+// TestMachineInfoKeepsOthersResources: an extended resource someone patched
+// into the Node's capacity stays there and in allocatable (as the kubelet
+// keeps it; the scheduler's preemption specs rely on it), across cached
+// syncs, without leaking into another node's lists; a hugepage size the
+// machine no longer has is dropped.
+func TestMachineInfoKeepsOthersResources(t *testing.T) {
+	in := &Inputs{
+		Facts:    host.Facts{NumCPU: 2, MemoryBytes: 4 << 30},
+		MaxPods:  110,
+		Stats:    func() (host.Stats, error) { return host.Stats{Fs: host.FsStats{Capacity: 100 << 30}}, nil },
+		Machine:  &MachineCache{},
+		Reserved: corev1.ResourceList{"example.com/dongle": resource.MustParse("1")},
+	}
+	set := MachineInfo(in)
+	foo := corev1.ResourceName("scheduling.k8s.io/foo")
+	for round := range 2 { // the second sync comes from the cache
+		node := &corev1.Node{Status: corev1.NodeStatus{Capacity: corev1.ResourceList{
+			foo: resource.MustParse("5"), "example.com/dongle": resource.MustParse("3"),
+			"hugepages-1Gi": resource.MustParse("2Gi"), corev1.ResourceCPU: resource.MustParse("64"),
+		}}}
+		if err := set(context.Background(), node); err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range map[corev1.ResourceName][2]string{
+			foo: {"5", "5"}, "example.com/dongle": {"3", "2"}, corev1.ResourceCPU: {"2", "2"},
+		} {
+			c, a := node.Status.Capacity[name], node.Status.Allocatable[name]
+			if c.String() != want[0] || a.String() != want[1] {
+				t.Errorf("round %d: %s capacity %s allocatable %s, want %s and %s", round, name, c.String(), a.String(), want[0], want[1])
+			}
+		}
+		if _, ok := node.Status.Capacity["hugepages-1Gi"]; ok {
+			t.Errorf("round %d: a hugepage size the machine does not have is kept", round)
+		}
+	}
+	plain := &corev1.Node{}
+	if err := set(context.Background(), plain); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := plain.Status.Capacity[foo]; ok {
+		t.Error("another node's extended resource leaked into the shared lists")
+	}
+}
+
 // TestReadyErrors: a reported reason turns Ready False with exactly the
 // kubelet's message for it ("node is shutting down" alone when nothing
 // else is wrong); clearing it turns Ready True again. Bad reports are
