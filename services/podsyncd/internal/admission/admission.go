@@ -29,6 +29,9 @@ type Result struct {
 const (
 	ReasonOSSelectorMismatch = "PodOSSelectorNodeLabelDoesNotMatch"
 	ReasonOSNotSupported     = "PodOSNotSupported"
+	// ReasonNodeAffinity refuses a pod whose required node affinity or
+	// node selector the node's labels do not match.
+	ReasonNodeAffinity = "NodeAffinity"
 )
 
 // Admit checks pod against node with the already admitted, still running
@@ -50,7 +53,7 @@ func Admit(pod *corev1.Pod, node *corev1.Node, running []*corev1.Pod) Result {
 		return r
 	}
 	if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !ok {
-		return fail("NodeAffinity", "node(s) didn't match Pod's node affinity/selector")
+		return fail(ReasonNodeAffinity, "node(s) didn't match Pod's node affinity/selector")
 	}
 	if pod.Spec.NodeName != "" && pod.Spec.NodeName != node.Name {
 		return fail("NodeName", "node(s) didn't match the requested node name")

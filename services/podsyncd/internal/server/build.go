@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -152,6 +153,7 @@ func (s *Server) build(ctx context.Context, env *service.Env, cri *criclient.Ser
 		tokens  volumes.Tokens
 	)
 	client, _, err := kubeclient.Clientset(c.Kubeconfig, components.PodSyncd, 20, 40)
+	var freshNode func(context.Context) (*corev1.Node, error)
 	switch {
 	case errors.Is(err, kubeclient.ErrStandalone):
 	case err != nil:
@@ -160,6 +162,9 @@ func (s *Server) build(ctx context.Context, env *service.Env, cri *criclient.Ser
 		objects = envvars.ClientSource{Client: client}
 		tokens = volumes.ClientTokens{Client: client}
 		p.services = envvars.NewInformerServices(client)
+		freshNode = func(ctx context.Context) (*corev1.Node, error) {
+			return client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+		}
 	}
 	// Events go to the API server as the kubelet's do; standalone, to the log.
 	recorder, stopEvents := events.New(client, c.NodeName, events.Component, env.Log)
@@ -265,7 +270,7 @@ func (s *Server) build(ctx context.Context, env *service.Env, cri *criclient.Ser
 		nodes,
 		syncloop.Options{ResyncPeriod: c.Loop.ResyncPeriod, RelistPeriod: c.Loop.RelistPeriod, HousekeepingPeriod: c.Loop.HousekeepingPeriod,
 			ContainerGC: gc, ContainerGCPeriod: c.ContainerGC.Period, Allocation: alloc, Cgroups: syncloopCgroups(cgroups),
-			AdmitPressure: p.evictions.Admit, Sysctls: st.sysctls, Shutdown: p.shutdown, Metrics: s.metrics, Startup: startup,
+			FreshNode: freshNode, AdmitPressure: p.evictions.Admit, Sysctls: st.sysctls, Shutdown: p.shutdown, Metrics: s.metrics, Startup: startup,
 			Registerer: env.Registry})
 	return p, nil
 }

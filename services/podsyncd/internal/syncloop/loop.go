@@ -48,6 +48,13 @@ type Options struct {
 	Allocation *allocation.State
 	// Cgroups manages pod cgroups (cgroupsPerQOS); nil runs pods without.
 	Cgroups PodCgroups
+	// FreshNode reads this node's Node from the API server, bypassing every
+	// cache: admission asks it when node affinity is the only reason to
+	// refuse a pod, in case the labels changed moments ago (a DaemonSet's
+	// pod created right after its node was labelled), as the kubelet's
+	// predicate handler fetches the node synchronously and tries again.
+	// nil (standalone) keeps the first answer.
+	FreshNode func(ctx context.Context) (*corev1.Node, error)
 	// AdmitPressure is the eviction manager's admission under node
 	// pressure, asked before the other predicates; nil admits.
 	AdmitPressure func(pod *corev1.Pod) (ok bool, reason, message string)
@@ -320,6 +327,16 @@ func (l *Loop) admit(pod *corev1.Pod) bool {
 	}
 	if res.Admit {
 		res = admission.Admit(pod, node, running)
+		if res.Reason == admission.ReasonNodeAffinity && l.opts.FreshNode != nil {
+			if fresh, err := l.opts.FreshNode(ctx); err != nil {
+				l.log.Warn("node affinity refuses the pod and the Node cannot be read again", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+			} else {
+				l.mu.Lock()
+				l.node, l.nodeAt = fresh, l.opts.Clock.Now()
+				l.mu.Unlock()
+				res = admission.Admit(pod, fresh, running)
+			}
+		}
 	}
 	if sd := l.opts.Shutdown; sd != nil && res.Admit {
 		res.Admit, res.Reason, res.Message = sd.Admit()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -142,5 +143,46 @@ func TestRestartedPodCounted(t *testing.T) {
 	got := kubelet(t, m)
 	if n := got.Sum("kubelet_restarted_pods_total", map[string]string{"static": "true"}); n != 1 {
 		t.Fatalf("restarted_pods_total{static=true} = %v, want 1", n)
+	}
+}
+
+// TestAdmissionRereadsNodeForAffinity: a pod whose node selector the
+// cached Node's labels do not match is admitted when the Node read again
+// from the API server matches (the kubelet's synchronous re-fetch), and
+// refused when it still does not; the re-read happens only for that
+// reason.
+func TestAdmissionRereadsNodeForAffinity(t *testing.T) {
+	node := func(color string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"color": color}},
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110")}}}
+	}
+	for _, tc := range []struct {
+		name      string
+		fresh     string
+		admit     bool
+		selector  map[string]string
+		wantReads int
+	}{
+		{"relabelled", "green", true, map[string]string{"color": "green"}, 1},
+		{"still not", "blue", false, map[string]string{"color": "green"}, 1},
+		{"matches the cache", "green", true, map[string]string{"color": "blue"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reads := 0
+			l := testLoop(t, Options{FreshNode: func(context.Context) (*corev1.Node, error) {
+				reads++
+				return node(tc.fresh), nil
+			}})
+			l.node = node("blue")
+			l.nodeAt = l.opts.Clock.Now()
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"},
+				Spec: corev1.PodSpec{NodeSelector: tc.selector}}
+			if got := l.admit(pod); got != tc.admit {
+				t.Fatalf("admit = %v, want %v", got, tc.admit)
+			}
+			if reads != tc.wantReads {
+				t.Errorf("the Node was read again %d times, want %d", reads, tc.wantReads)
+			}
+		})
 	}
 }
