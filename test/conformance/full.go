@@ -181,7 +181,11 @@ func WriteFullReport(w io.Writer, cols []FullColumn, reasons *Reasons) error {
 			for _, p := range c.Phases {
 				if p.Phase == phase {
 					s := fmt.Sprintf("%d of %d passed in %s", p.Run.Count(Passed), len(p.Run.Selected()), humanDuration(p.Run.Duration))
-					if p.Run.Procs != "" {
+					switch p.Run.Procs {
+					case "":
+					case "1":
+						s += " (1 process)"
+					default:
 						s += fmt.Sprintf(" (%s processes)", p.Run.Procs)
 					}
 					return s
