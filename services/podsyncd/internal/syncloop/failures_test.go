@@ -1,7 +1,6 @@
 package syncloop
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -22,16 +21,10 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 )
 
-// logLines is a logger's output at debug, one "LEVEL msg" string a line.
+// logLines is a logger's output at debug; take reads what is new.
 type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
+	testenv.LockedBuffer
+	seen int
 }
 
 func (l *logLines) logger() *slog.Logger {
@@ -47,9 +40,10 @@ func (l *logLines) logger() *slog.Logger {
 // take returns the lines logged at info or above since the last call, as
 // "LEVEL msg", and how many debug lines there were.
 func (l *logLines) take() (said []string, debug int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+	all := l.String()
+	fresh := all[l.seen:]
+	l.seen = len(all)
+	for _, line := range strings.Split(strings.TrimSpace(fresh), "\n") {
 		if line == "" {
 			continue
 		}
@@ -66,7 +60,6 @@ func (l *logLines) take() (said []string, debug int) {
 		}
 		said = append(said, level+" "+msg)
 	}
-	l.buf.Reset()
 	return said, debug
 }
 
