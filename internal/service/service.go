@@ -80,16 +80,6 @@ func (e *Env) Ready() {
 // notifier uses it). Register before Run.
 func (e *Env) OnReady(f func()) { e.onReady = append(e.onReady, f) }
 
-// ListenHook can take over socket creation; it returns nil, nil when it does
-// not apply. Without it (or when it does not apply) a socket passed by systemd
-// socket activation (LISTEN_FDS) is used before creating one.
-var ListenHook func(path string) (net.Listener, error)
-
-// LifecycleHook, when set, is called with the Env before Run; the function it
-// returns runs when shutdown begins. The systemd notifications (READY=1,
-// WATCHDOG=1, STOPPING=1 when NOTIFY_SOCKET is set) are built in and need no hook.
-var LifecycleHook func(ctx context.Context, env *Env) (stop func())
-
 // Main runs svc as a process: it parses os.Args and exits with its status.
 func Main(svc Service) {
 	os.Exit(Execute(svc, os.Args[1:]))
@@ -130,7 +120,7 @@ func Execute(svc Service, args []string) int {
 		return 2
 	}
 
-	activated := ListenHook == nil && systemd.Activated()
+	activated := systemd.Activated()
 	lis, err := listen(c)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", svc.Name(), err)
@@ -161,11 +151,6 @@ func Execute(svc Service, args []string) int {
 	go func() { serveErr <- env.Server.Serve(lis) }()
 	log.Info("listening", "socket", lis.Addr().String(), "socket_activated", activated)
 
-	var stopHook func()
-	if LifecycleHook != nil {
-		stopHook = LifecycleHook(ctx, env)
-	}
-
 	runErr := make(chan error, 1)
 	runCtx, stopRun := context.WithCancel(ctx)
 	go func() { runErr <- svc.Run(runCtx, env) }()
@@ -185,9 +170,6 @@ func Execute(svc Service, args []string) int {
 		runErr <- nil
 	}
 	notifier.Stopping()
-	if stopHook != nil {
-		stopHook()
-	}
 	stopRun()
 	env.Server.Stop(c.ShutdownTimeout)
 	select {
@@ -246,10 +228,11 @@ func (c *Common) Complete(name string) error {
 	return nil
 }
 
-// listen makes the service's listener: a hook's, systemd's, or a new
-// socket. Whichever it is, the allowed peers are checked on every
-// connection, and a passed socket must live in a safe directory and belong
-// to socket_group when one is set, rather than the setting being ignored.
+// listen makes the service's listener: the socket systemd passed (socket
+// activation, LISTEN_FDS), or a new one. Whichever it is, the allowed peers
+// are checked on every connection, and a passed socket must live in a safe
+// directory and belong to socket_group when one is set, rather than the
+// setting being ignored.
 func listen(c *Common) (net.Listener, error) {
 	path := c.Socket
 	peers, err := socket.ParsePeers(c.SocketAllowedUsers, c.SocketAllowedGroups)
@@ -266,15 +249,6 @@ func listen(c *Common) (net.Listener, error) {
 			return nil, err
 		}
 		return socket.CheckPeers(lis, peers), nil
-	}
-	if ListenHook != nil {
-		lis, err := ListenHook(path)
-		if err != nil {
-			return nil, err
-		}
-		if lis != nil {
-			return socket.CheckPeers(lis, peers), nil
-		}
 	}
 	if lis, err := systemd.Listener(path); err != nil || lis != nil {
 		if err != nil {

@@ -188,3 +188,32 @@ func TestStatusWide(t *testing.T) {
 		t.Fatalf("wide table:\n%s", out.String())
 	}
 }
+
+// TestNodeReady: get node's STATUS column is the Ready condition's status
+// (Unknown when it is missing or Unknown), with SchedulingDisabled added
+// for a cordoned node, as kubectl prints it.
+func TestNodeReady(t *testing.T) {
+	node := func(unschedulable bool, conds ...corev1.NodeCondition) *corev1.Node {
+		return &corev1.Node{Spec: corev1.NodeSpec{Unschedulable: unschedulable}, Status: corev1.NodeStatus{Conditions: conds}}
+	}
+	ready := func(s corev1.ConditionStatus) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: corev1.NodeReady, Status: s}
+	}
+	pressure := corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue}
+	for _, tc := range []struct {
+		node *corev1.Node
+		want string
+	}{
+		{node(false), "Unknown"},
+		{node(false, pressure), "Unknown"},
+		{node(false, pressure, ready(corev1.ConditionTrue)), "Ready"},
+		{node(false, ready(corev1.ConditionFalse), pressure), "NotReady"},
+		{node(false, ready(corev1.ConditionUnknown)), "Unknown"},
+		{node(true, ready(corev1.ConditionTrue)), "Ready,SchedulingDisabled"},
+		{node(true), "Unknown,SchedulingDisabled"},
+	} {
+		if got := nodeReady(tc.node); got != tc.want {
+			t.Errorf("nodeReady(%v, unschedulable=%v) = %q, want %q", tc.node.Status.Conditions, tc.node.Spec.Unschedulable, got, tc.want)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
+	nodeutil "k8s.io/component-helpers/node/util"
 	"sigs.k8s.io/yaml"
 
 	"github.com/microlet/microlet/internal/components"
@@ -381,16 +382,16 @@ func newGetNodeCmd(o *getOpts, stdout io.Writer) *cobra.Command {
 	return cmd
 }
 
+// nodeReady is get node's STATUS column: the Ready condition's status,
+// plus SchedulingDisabled for a cordoned node.
 func nodeReady(n *corev1.Node) string {
 	st := "Unknown"
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			switch c.Status {
-			case corev1.ConditionTrue:
-				st = "Ready"
-			case corev1.ConditionFalse:
-				st = "NotReady"
-			}
+	if _, c := nodeutil.GetNodeCondition(&n.Status, corev1.NodeReady); c != nil {
+		switch c.Status {
+		case corev1.ConditionTrue:
+			st = "Ready"
+		case corev1.ConditionFalse:
+			st = "NotReady"
 		}
 	}
 	if n.Spec.Unschedulable {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/microlet/microlet/internal/components"
+	"github.com/microlet/microlet/internal/config"
+	"github.com/microlet/microlet/internal/service"
 )
 
 func TestRestartBackoffDoublesUpToTheCap(t *testing.T) {
@@ -264,4 +266,27 @@ func TestMultiCallBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(newCfg(), own, none)
+}
+
+// TestPerServiceLogLevel: a service's own --log-level in args wins over the
+// supervisor's log_level, which the other services keep.
+func TestPerServiceLogLevel(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.RunDir = "/tmp/r"
+	cfg.DataDir = "/var/lib/m"
+	cfg.NodeName = "n1"
+	cfg.LogLevel = "warn"
+	cfg.Args = map[string][]string{components.PodSyncd: {"--log-level=debug"}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{components.PodSyncd: "debug", components.Statusd: "warn"} {
+		c := service.DefaultCommon()
+		if err := config.Load(name, &c, cfg.ChildArgs(name)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if c.LogLevel != want {
+			t.Errorf("%s runs at log level %q, want %q", name, c.LogLevel, want)
+		}
+	}
 }

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/kubectl/pkg/util/fieldpath"
+	kubectlresource "k8s.io/kubectl/pkg/util/resource"
 )
 
 // Source reads the objects a pod refers to. Errors that are NotFound
@@ -200,7 +199,12 @@ func valueFrom(ctx context.Context, pod *corev1.Pod, c *corev1.Container, src So
 	return "", false, errors.New("valueFrom names no source")
 }
 
-// FieldValue is the value of a downward-API field path.
+// FieldValue is the value of a downward-API field path. The node answers
+// the spec and status paths itself (the IPs from info before the pod's
+// status; a hostNetwork pod's IPs are the host's); the metadata paths are
+// k8s.io/kubectl's fieldpath.ExtractFieldPathAsString, as the kubelet's:
+// "metadata.labels['k']" is one label, "metadata.labels" the sorted
+// key="value" lines a downward-API volume file holds.
 func FieldValue(pod *corev1.Pod, path string, info Info) (string, error) {
 	podIPs := info.PodIPs
 	if len(podIPs) == 0 {
@@ -225,12 +229,6 @@ func FieldValue(pod *corev1.Pod, path string, info Info) (string, error) {
 		return s[0]
 	}
 	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
 	case "spec.nodeName":
 		return pod.Spec.NodeName, nil
 	case "spec.serviceAccountName":
@@ -244,64 +242,49 @@ func FieldValue(pod *corev1.Pod, path string, info Info) (string, error) {
 	case "status.podIPs":
 		return strings.Join(podIPs, ","), nil
 	}
-	if k, ok := subscript(path, "metadata.labels"); ok {
-		return pod.Labels[k], nil
-	}
-	if k, ok := subscript(path, "metadata.annotations"); ok {
-		return pod.Annotations[k], nil
-	}
-	return "", fmt.Errorf("unsupported fieldRef %q", path)
+	return fieldpath.ExtractFieldPathAsString(pod, path)
 }
 
-func subscript(path, field string) (string, bool) {
-	rest, ok := strings.CutPrefix(path, field+"['")
-	if !ok {
-		return "", false
-	}
-	return strings.CutSuffix(rest, "']")
-}
-
-// ResourceValue is a resourceFieldRef's value: the container's limit or
-// request divided by the divisor and rounded up; an unset limit is the node's
-// allocatable.
+// ResourceValue is a resourceFieldRef's value, as the kubelet computes it:
+// the named container's (self when ref names none) limit or request,
+// divided by the divisor and rounded up (k8s.io/kubectl's
+// ExtractContainerResourceValue). An unset or zero cpu, memory or
+// ephemeral-storage limit is the node's allocatable; hugepages limits are
+// never defaulted (hugepages are not overcommitted). Resources other than
+// those and hugepages-<size> are refused.
 func ResourceValue(pod *corev1.Pod, self *corev1.Container, ref *corev1.ResourceFieldSelector, allocatable corev1.ResourceList) (string, error) {
 	c := self
 	if ref.ContainerName != "" && ref.ContainerName != self.Name {
-		c = nil
-		for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-			for i := range list {
-				if list[i].Name == ref.ContainerName {
-					c = &list[i]
-				}
-			}
-		}
+		c = findContainer(pod, ref.ContainerName)
 		if c == nil {
 			return "", fmt.Errorf("resourceFieldRef: no container %q", ref.ContainerName)
 		}
 	}
-	kind, name, ok := strings.Cut(ref.Resource, ".")
-	if !ok || (kind != "limits" && kind != "requests") {
-		return "", fmt.Errorf("unsupported resourceFieldRef %q", ref.Resource)
+	defaulted := corev1.Container{Name: c.Name, Resources: *c.Resources.DeepCopy()}
+	if defaulted.Resources.Limits == nil {
+		defaulted.Resources.Limits = corev1.ResourceList{}
 	}
-	rn := corev1.ResourceName(name)
-	var q resource.Quantity
-	if kind == "limits" {
-		lim, has := c.Resources.Limits[rn]
-		if !has || lim.IsZero() {
-			lim = allocatable[rn]
+	for _, rn := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
+		if lim, ok := defaulted.Resources.Limits[rn]; ok && !lim.IsZero() {
+			continue
 		}
-		q = lim
-	} else {
-		q = c.Resources.Requests[rn]
+		if a, ok := allocatable[rn]; ok {
+			defaulted.Resources.Limits[rn] = a.DeepCopy()
+		}
 	}
-	divisor := ref.Divisor
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
+	return kubectlresource.ExtractContainerResourceValue(ref, &defaulted)
+}
+
+// findContainer is the pod's container or init container of that name.
+func findContainer(pod *corev1.Pod, name string) *corev1.Container {
+	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
 	}
-	if rn == corev1.ResourceCPU {
-		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
-	}
-	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+	return nil
 }
 
 // Expand replaces $(VAR) with earlier values; $$ escapes a dollar and an

@@ -4,4 +4,7 @@
 // follows runtime changes through the PLEG, runs housekeeping (orphans
 // killed, orphaned statuses dropped) and, every minute, the container
 // garbage collector (containergc) with its view of which pods are gone.
+// The failures of that upkeep are said once per change of state (a warning
+// when a step starts failing, an info line when it works again) and counted
+// in microlet_podsyncd_housekeeping_failures_total{step}.
 package syncloop

@@ -2,6 +2,8 @@ package syncloop
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	criapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/internal/podsource"
@@ -73,8 +76,9 @@ type Options struct {
 	Startup *kubeletmetrics.StartupTracker
 	// Registerer takes the container garbage collector's counters
 	// (microlet_podsyncd_container_gc_passes_total,
-	// microlet_podsyncd_container_gc_removed_total), which the kubelet
-	// does not have; nil keeps them unserved.
+	// microlet_podsyncd_container_gc_removed_total) and the failures of
+	// the loop's upkeep (microlet_podsyncd_housekeeping_failures_total),
+	// which the kubelet does not have; nil keeps them unserved.
 	Registerer prometheus.Registerer
 }
 
@@ -101,6 +105,7 @@ type Loop struct {
 	stopWorkers context.CancelFunc
 
 	gcMetrics *gcMetrics
+	failures  *failures
 
 	// allocMu serialises admission decisions (new pods and resizes).
 	allocMu  sync.Mutex
@@ -150,6 +155,7 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt criapi.RuntimeService, pod
 		evicted: map[types.UID]eviction{}, cleaned: map[types.UID]bool{}, shutdownKilled: map[types.UID]bool{},
 		removed:   map[types.UID]removedPod{},
 		gcMetrics: newGCMetrics(opts.Registerer),
+		failures:  newFailures(log, opts.Registerer),
 	}
 	// Everything the handlers (ListPodWorkers) and the other managers
 	// reach is built here, before Run starts a goroutine.
@@ -501,6 +507,7 @@ func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bo
 		l.mu.Unlock()
 		l.rm.Forget(pod.UID)
 		l.opts.Startup.Forget(pod.UID)
+		l.failures.forget(stepStatusReport, string(pod.UID))
 		l.mu.Lock()
 		l.cleaned[pod.UID] = true
 		l.mu.Unlock()
@@ -533,7 +540,8 @@ func (l *Loop) lastStatus(uid types.UID) *corev1.PodStatus {
 	return l.last[uid]
 }
 
-// report sends a status to statusd; a failure is logged and the next sync resends.
+// report sends a status to statusd; a failure is said once per pod until
+// a report of it succeeds again (failures), and the next sync resends.
 func (l *Loop) report(ctx context.Context, pod *corev1.Pod, st *corev1.PodStatus) {
 	l.mu.Lock()
 	l.last[pod.UID] = st
@@ -546,19 +554,25 @@ func (l *Loop) report(ctx context.Context, pod *corev1.Pod, st *corev1.PodStatus
 	if l.status == nil {
 		return
 	}
+	l.failures.observe(ctx, stepStatusReport, string(pod.UID), l.sendStatus(ctx, pod, st), "pod", pod.Namespace+"/"+pod.Name)
+}
+
+// sendStatus hands pod's status to statusd.
+func (l *Loop) sendStatus(ctx context.Context, pod *corev1.Pod, st *corev1.PodStatus) error {
 	pb, err := pod.Marshal()
 	if err != nil {
-		return
+		return fmt.Errorf("encoding the pod: %w", err)
 	}
 	sb, err := st.Marshal()
 	if err != nil {
-		return
+		return fmt.Errorf("encoding the status: %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := l.status.SetPodStatus(cctx, &statusdv1.SetPodStatusRequest{Pod: pb, Status: sb}); err != nil {
-		l.log.Warn("statusd did not take the status; will resend", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		return fmt.Errorf("statusd did not take it; the next sync resends: %w", err)
 	}
+	return nil
 }
 
 func (l *Loop) reclaimed(ctx context.Context, pod *corev1.Pod) {
@@ -668,16 +682,15 @@ func (l *Loop) sourcesReady(ctx context.Context) bool {
 }
 
 // cleanup kills runtime pods nobody wants and drops orphaned statuses.
+// When the runtime cannot be listed it does nothing this time; each step's
+// failures are said once per change and counted (failures).
 func (l *Loop) cleanup(ctx context.Context) {
 	want := map[types.UID]bool{}
 	for _, p := range l.store.Pods() {
 		want[p.UID] = true
 	}
-	sbs, err := l.rt.ListPodSandbox(ctx, nil)
-	if err != nil {
-		return
-	}
-	cs, err := l.rt.ListContainers(ctx, nil)
+	sbs, cs, err := l.listRuntime(ctx)
+	l.failures.observe(ctx, stepListRuntime, "", err)
 	if err != nil {
 		return
 	}
@@ -692,24 +705,16 @@ func (l *Loop) cleanup(ctx context.Context) {
 			present[uid] = true
 		}
 	}
+	var errs []error
 	for uid := range present {
 		if want[uid] || l.workers.Has(uid) {
 			continue
 		}
-		st, err := l.rm.GetPodStatus(ctx, uid)
-		if err != nil {
-			continue
-		}
-		l.log.Info("killing orphaned pod", "uid", uid, "name", st.Namespace+"/"+st.Name)
-		grace := int64(2)
-		if err := l.rm.KillPod(ctx, nil, st, &grace); err == nil {
-			_ = l.rm.RemovePod(ctx, st)
-		}
+		errs = append(errs, l.removeOrphan(ctx, uid))
 	}
+	l.failures.observe(ctx, stepOrphanedPods, "", errors.Join(errs...))
 	if a := l.opts.Allocation; a != nil {
-		if err := a.RemoveOrphans(want); err != nil {
-			l.log.Warn("could not drop orphaned allocations", "err", err)
-		}
+		l.failures.observe(ctx, stepOrphanedAllocations, "", a.RemoveOrphans(want))
 	}
 	if l.status != nil {
 		keep := make([]string, 0, len(want))
@@ -717,10 +722,42 @@ func (l *Loop) cleanup(ctx context.Context) {
 			keep = append(keep, string(uid))
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, _ = l.status.RemoveOrphanedStatuses(cctx, &statusdv1.RemoveOrphanedStatusesRequest{KeepPodUids: keep})
+		_, err := l.status.RemoveOrphanedStatuses(cctx, &statusdv1.RemoveOrphanedStatusesRequest{KeepPodUids: keep})
 		cancel()
+		l.failures.observe(ctx, stepOrphanedStatuses, "", err)
 	}
 	l.cgroupHousekeeping(want, present)
+}
+
+// listRuntime lists every sandbox and container.
+func (l *Loop) listRuntime(ctx context.Context) ([]*runtimeapi.PodSandbox, []*runtimeapi.Container, error) {
+	sbs, err := l.rt.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandboxes: %w", err)
+	}
+	cs, err := l.rt.ListContainers(ctx, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("containers: %w", err)
+	}
+	return sbs, cs, nil
+}
+
+// removeOrphan kills and removes the runtime pod of uid, which no source
+// wants and no worker owns.
+func (l *Loop) removeOrphan(ctx context.Context, uid types.UID) error {
+	st, err := l.rm.GetPodStatus(ctx, uid)
+	if err != nil {
+		return fmt.Errorf("pod %s: status: %w", uid, err)
+	}
+	l.log.Info("killing orphaned pod", "uid", uid, "name", st.Namespace+"/"+st.Name)
+	grace := int64(2)
+	if err := l.rm.KillPod(ctx, nil, st, &grace); err != nil {
+		return fmt.Errorf("pod %s: kill: %w", uid, err)
+	}
+	if err := l.rm.RemovePod(ctx, st); err != nil {
+		return fmt.Errorf("pod %s: remove: %w", uid, err)
+	}
+	return nil
 }
 
 // containerGC runs the container garbage collector every
@@ -731,7 +768,6 @@ func (l *Loop) containerGC(ctx context.Context) {
 	}
 	t := time.NewTicker(l.opts.ContainerGCPeriod)
 	defer t.Stop()
-	failed := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -742,14 +778,7 @@ func (l *Loop) containerGC(ctx context.Context) {
 		if ctx.Err() == nil {
 			l.gcMetrics.pass(res, err)
 		}
-		switch {
-		case err != nil && ctx.Err() == nil:
-			l.log.Warn("container garbage collection failed", "err", err)
-			failed = true
-		case err == nil && failed:
-			l.log.Info("container garbage collection succeeded")
-			failed = false
-		}
+		l.failures.observe(ctx, stepContainerGC, "", err)
 		if res.Containers+res.Sandboxes+res.LogDirs > 0 {
 			l.log.Info("container garbage collection", "containers", res.Containers, "sandboxes", res.Sandboxes, "podLogDirs", res.LogDirs)
 		}

@@ -9,8 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -377,14 +375,7 @@ func downwardFiles(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, def *i
 		)
 		switch {
 		case it.FieldRef != nil:
-			switch it.FieldRef.FieldPath {
-			case "metadata.labels":
-				v = formatMap(pod.Labels)
-			case "metadata.annotations":
-				v = formatMap(pod.Annotations)
-			default:
-				v, err = envvars.FieldValue(pod, it.FieldRef.FieldPath, info)
-			}
+			v, err = envvars.FieldValue(pod, it.FieldRef.FieldPath, info)
 		case it.ResourceFieldRef != nil:
 			c := &corev1.Container{}
 			if len(pod.Spec.Containers) > 0 {
@@ -400,23 +391,6 @@ func downwardFiles(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, def *i
 		files[it.Path] = file{[]byte(v), mode(it.Mode, def, 0o644)}
 	}
 	return nil
-}
-
-// formatMap is the downward API's key="value" lines, sorted.
-func formatMap(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(k + "=" + strconv.Quote(m[k]))
-	}
-	return b.String()
 }
 
 const dataLink = "..data"

@@ -56,7 +56,8 @@ func TestSetupAndRefresh(t *testing.T) {
 	doc := corev1.HostPathDirectoryOrCreate
 	file := corev1.HostPathFile
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1", Labels: map[string]string{"b": "2", "a": "1"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1", Labels: map[string]string{"b": "2", "a": "1"},
+			Annotations: map[string]string{"note": "say \"hi\"\n"}},
 		Spec: corev1.PodSpec{Volumes: []corev1.Volume{
 			{Name: "cm", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"},
 				Items: []corev1.KeyToPath{{Key: "a", Path: "dir/a.txt"}}}}},
@@ -64,6 +65,7 @@ func TestSetupAndRefresh(t *testing.T) {
 			{Name: "opt", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}, Optional: &yes}}},
 			{Name: "down", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
 				{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
+				{Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"}},
 				{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}},
 			{Name: "empty", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hostDir, Type: &doc}}},
@@ -86,6 +88,12 @@ func TestSetupAndRefresh(t *testing.T) {
 	}
 	if got := read(t, filepath.Join(v["down"].Path, "labels")); got != "a=\"1\"\nb=\"2\"" {
 		t.Fatalf("labels = %q", got)
+	}
+	if got := read(t, filepath.Join(v["down"].Path, "annotations")); got != `note="say \"hi\"\n"` {
+		t.Fatalf("annotations = %q", got)
+	}
+	if got := read(t, filepath.Join(v["down"].Path, "name")); got != "p" {
+		t.Fatalf("name = %q", got)
 	}
 	if fi, err := os.Stat(hostDir); err != nil || !fi.IsDir() || v["host"].Path != hostDir {
 		t.Fatalf("DirectoryOrCreate: %v %v", fi, err)
