@@ -62,7 +62,8 @@ func BenchmarkClusterPodNetwork(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dir := testenv.Build(b, nil, "github.com/microlet/microlet/test/cluster/cmd/tcpbench")
+	// netgo, osusergo: a static binary (the image holds nothing else).
+	dir := testenv.Build(b, []string{"-tags=netgo,osusergo"}, "github.com/microlet/microlet/test/cluster/cmd/tcpbench")
 	if _, err := dockerimage.Import(ctx, dockerimage.Spec{
 		Name: tcpbenchImage, Files: map[string]string{"tcpbench": filepath.Join(dir, "tcpbench")},
 		Changes: []string{`ENTRYPOINT ["/tcpbench"]`, `CMD ["server"]`},
