@@ -146,22 +146,8 @@ func WriteFullReport(w io.Writer, cols []FullColumn, reasons *Reasons) error {
 	var b strings.Builder
 	b.WriteString("## The full conformance suite on a `make cluster` cluster\n\n")
 	b.WriteString(fullIntro)
-	b.WriteString("| |")
-	for _, c := range cols {
-		fmt.Fprintf(&b, " %s |", c.Name)
-	}
-	b.WriteString("\n|---|")
-	for range cols {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
-	row := func(label string, f func(FullColumn) string) {
-		fmt.Fprintf(&b, "| %s |", label)
-		for _, c := range cols {
-			fmt.Fprintf(&b, " %s |", f(c))
-		}
-		b.WriteString("\n")
-	}
+	tableHead(&b, "", cols, func(c FullColumn) string { return c.Name })
+	row := func(label string, f func(FullColumn) string) { tableRow(&b, label, cols, f) }
 	count := func(c FullColumn, r Result) int {
 		n := 0
 		for _, s := range c.Selected() {
@@ -216,15 +202,8 @@ func WriteFullReport(w io.Writer, cols []FullColumn, reasons *Reasons) error {
 	}
 
 	// Per SIG.
-	b.WriteString("\n### By SIG\n\n| SIG |")
-	for _, c := range cols {
-		fmt.Fprintf(&b, " %s passed / failed / total |", c.Name)
-	}
-	b.WriteString("\n|---|")
-	for range cols {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
+	b.WriteString("\n### By SIG\n\n")
+	tableHead(&b, "SIG", cols, func(c FullColumn) string { return c.Name + " passed / failed / total" })
 	counts := make([]map[string]*sigCount, len(cols))
 	sigs := map[string]bool{}
 	for i, c := range cols {

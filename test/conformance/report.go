@@ -192,22 +192,8 @@ func WriteReport(w io.Writer, cols []Column, reasons *Reasons, generator string)
 	b.WriteString("\n")
 
 	// Summary table, one column per run.
-	b.WriteString("| |")
-	for _, c := range cols {
-		fmt.Fprintf(&b, " %s |", c.Name)
-	}
-	b.WriteString("\n|---|")
-	for range cols {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
-	row := func(label string, f func(Column) string) {
-		fmt.Fprintf(&b, "| %s |", label)
-		for _, c := range cols {
-			fmt.Fprintf(&b, " %s |", f(c))
-		}
-		b.WriteString("\n")
-	}
+	tableHead(&b, "", cols, func(c Column) string { return c.Name })
+	row := func(label string, f func(Column) string) { tableRow(&b, label, cols, f) }
 	row("**passed**", func(c Column) string {
 		return fmt.Sprintf("**%d of %d**", c.Run.Count(Passed), len(c.Run.Selected()))
 	})
@@ -370,6 +356,33 @@ func WriteReport(w io.Writer, cols []Column, reasons *Reasons, generator string)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// tableHead writes a Markdown table's header: corner, then one column per
+// element of cols, headed by name.
+func tableHead[C any](b *strings.Builder, corner string, cols []C, name func(C) string) {
+	if corner == "" {
+		b.WriteString("| |")
+	} else {
+		fmt.Fprintf(b, "| %s |", corner)
+	}
+	for _, c := range cols {
+		fmt.Fprintf(b, " %s |", name(c))
+	}
+	b.WriteString("\n|---|")
+	for range cols {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+}
+
+// tableRow writes one Markdown table row: label, then cell of each column.
+func tableRow[C any](b *strings.Builder, label string, cols []C, cell func(C) string) {
+	fmt.Fprintf(b, "| %s |", label)
+	for _, c := range cols {
+		fmt.Fprintf(b, " %s |", cell(c))
+	}
+	b.WriteString("\n")
 }
 
 func resultCell(r Result) string {
