@@ -213,16 +213,13 @@ func WriteFullReport(w io.Writer, cols []FullColumn, reasons *Reasons) error {
 		}
 	}
 	for _, sig := range sortedKeys(sigs) {
-		fmt.Fprintf(&b, "| %s |", sig)
-		for i := range cols {
-			n := counts[i][sig]
+		tableRow(&b, sig, counts, func(m map[string]*sigCount) string {
+			n := m[sig]
 			if n == nil {
-				b.WriteString(" - |")
-				continue
+				return "-"
 			}
-			fmt.Fprintf(&b, " %d / %d / %d |", n.passed, n.failed, n.total)
-		}
-		b.WriteString("\n")
+			return fmt.Sprintf("%d / %d / %d", n.passed, n.failed, n.total)
+		})
 	}
 
 	// Failures, each column's, with the others' result beside.
