@@ -3,8 +3,8 @@
 #   <repo>/<service>:<tag>  for podconfig statusd cloudsyncd runtime-shim nodestatusd nodeapi podsyncd
 #   <repo>/controlplane:<tag>  etcd + kube-apiserver + kube-scheduler +
 #                              kube-controller-manager + devbox
-# No base image is pulled: the binaries are static (CGO_ENABLED=0), except
-# Debian's etcd, which is staged with its dynamic loader and libraries.
+# No base image is pulled: every binary is static (CGO_ENABLED=0), etcd
+# included (hack/build-etcd.sh).
 #
 #   hack/build-images.sh [TAG]     TAG defaults to $MICROLET_IMAGE_TAG or "dev";
 #                                  the repo to $MICROLET_IMAGE_REPO or "microlet".
@@ -34,14 +34,9 @@ for k in kube-apiserver kube-scheduler kube-controller-manager; do
   cp "$("$root/hack/build-k8s.sh" "$k")" "$cp/bin/$k"
 done
 
-etcd=${MICROLET_ETCD:-$(command -v etcd || true)}
-[ -x "$etcd" ] || { echo "build-images: etcd not found; install Debian's etcd-server (make test-deps)" >&2; exit 1; }
-echo "build-images: $etcd and the libraries it links" >&2
+echo "build-images: etcd (cached by version)" >&2
+etcd=${MICROLET_ETCD:-$("$root/hack/build-etcd.sh")}
 install -D -m 0755 "$etcd" "$cp/rootfs/usr/bin/etcd"
-# ldd prints "lib => /path (addr)" and the loader as "/path (addr)".
-for lib in $(ldd "$etcd" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }'); do
-  install -D -m 0755 "$(readlink -f "$lib")" "$cp/rootfs$lib"
-done
 
 # The legacy builder is enough for FROM scratch + COPY and needs no buildx;
 # its deprecation banner is only shown when a build fails.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian packages the tests use: etcd for the control plane, busybox-static and
+# Debian packages the tests use: busybox-static and
 # bash-static (the conformance busybox image's sh) for test images, iptables for
 # the CNI portmap plugin, curl (a conformance image), dig (bind9-dnsutils: the
 # full suite's DNS specs), netcat-openbsd (the agnhost image's nc), script(1) (kubectl exec -t),
@@ -9,7 +9,6 @@
 # only when something is missing. docs/testing.md lists every host fact.
 set -euo pipefail
 need=()
-command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 [ -x /bin/busybox ] || command -v busybox >/dev/null 2>&1 || need+=(busybox-static)
 [ -x /bin/bash-static ] || need+=(bash-static)
 command -v flock >/dev/null 2>&1 || need+=(util-linux)
@@ -28,6 +27,4 @@ if [ ${#need[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
-  # Debian starts etcd as a system service on install; the tests run their own.
-  if command -v systemctl >/dev/null 2>&1; then $sudo systemctl disable --now etcd >/dev/null 2>&1 || true; fi
 fi

@@ -66,10 +66,6 @@ var hostDNSTools = []string{"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/host"
 // ImageSources.Netcat.
 const hostNetcat = "/bin/nc.openbsd"
 
-// hostEtcd is the etcd server the aggregator specs' etcd image gets
-// (Debian's etcd-server, which the control plane runs too).
-const hostEtcd = "/usr/bin/etcd"
-
 // hostShell is the busybox image's sh (Debian's package bash-static):
 // ImageSources.Shell.
 const hostShell = "/bin/bash-static"
@@ -136,11 +132,13 @@ func DefaultImageSources(ctx context.Context, agnhost, nonewprivs, pause, busybo
 }
 
 // WithAggregator adds the aggregator specs' images to src: sampleAPIServer
-// (hack/build-e2e.sh sample-apiserver) and this machine's etcd server.
+// (hack/build-e2e.sh sample-apiserver) and the etcd server the control plane
+// runs (hack/build-etcd.sh; controlplane.FindEtcd).
 func (src *ImageSources) WithAggregator(sampleAPIServer string) error {
-	if _, err := os.Stat(hostEtcd); err != nil {
-		return fmt.Errorf("the aggregator's etcd image needs %s (apt-get install etcd-server): %w", hostEtcd, err)
+	etcd, err := controlplane.FindEtcd()
+	if err != nil {
+		return fmt.Errorf("the aggregator's etcd image: %w", err)
 	}
-	src.SampleAPIServer, src.Etcd = sampleAPIServer, hostEtcd
+	src.SampleAPIServer, src.Etcd = sampleAPIServer, etcd
 	return nil
 }

@@ -96,8 +96,8 @@ type ImageSources struct {
 	// nautilus.jpg and data.json from the module's test/images/nautilus/html.
 	NautilusFiles map[string]string
 	// SampleAPIServer is a static k8s.io/sample-apiserver (hack/build-e2e.sh
-	// sample-apiserver) and Etcd an etcd server (Debian's etcd-server:
-	// /usr/bin/etcd, with its libraries); both empty leave the aggregator's
+	// sample-apiserver) and Etcd a static etcd server (the control plane's,
+	// hack/build-etcd.sh); both empty leave the aggregator's
 	// images out (the single-node selections do not run them).
 	SampleAPIServer, Etcd string
 	// DNSPrograms are glibc programs the DNS specs' queriers run in both the
@@ -279,7 +279,7 @@ func imageTrees(src ImageSources) ([]namedTree, error) {
 
 // aggregatorTrees are the aggregator specs' two images: upstream's
 // sample-apiserver image is the static program as its entrypoint; its etcd
-// image runs /usr/local/bin/etcd, here Debian's etcd with its libraries.
+// image runs /usr/local/bin/etcd, here the control plane's static etcd.
 func aggregatorTrees(bb *tree, sampleAPIServer, etcd string) (sample, etcdImage *tree, err error) {
 	if sampleAPIServer == "" || etcd == "" {
 		return nil, nil, fmt.Errorf("the aggregator's images need both sample-apiserver (%q) and etcd (%q)", sampleAPIServer, etcd)
@@ -290,11 +290,8 @@ func aggregatorTrees(bb *tree, sampleAPIServer, etcd string) (sample, etcdImage 
 	}
 	sample.changes = []string{envPath, `ENTRYPOINT ["/sample-apiserver"]`}
 	etcdImage = bb.clone()
-	if err := etcdImage.addProgram(etcd); err != nil {
+	if err := etcdImage.addFile("usr/local/bin/etcd", etcd, 0o755); err != nil {
 		return nil, nil, err
-	}
-	if etcd != "/usr/local/bin/etcd" {
-		etcdImage.symlink("usr/local/bin/etcd", etcd)
 	}
 	etcdImage.changes = []string{envPath, `CMD ["/usr/local/bin/etcd"]`}
 	return sample, etcdImage, nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -23,7 +22,8 @@ const (
 	// EnvKubeControllerManager overrides where the kube-controller-manager
 	// binary is found.
 	EnvKubeControllerManager = "MICROLET_KUBE_CONTROLLER_MANAGER"
-	// EnvEtcd overrides where the etcd binary is found (default: PATH).
+	// EnvEtcd overrides where the etcd binary is found (default: the
+	// build hack/build-etcd.sh caches).
 	EnvEtcd = "MICROLET_ETCD"
 	// EnvRequire turns a missing control plane from a skip into a failure;
 	// `make test` sets it so CI can never pass by skipping.
@@ -36,6 +36,17 @@ const (
 // controlPlaneModule is where the pinned k8s.io/kubernetes version lives,
 // relative to the repository root.
 const controlPlaneModule = "test/controlplane/go.mod"
+
+// etcdModule pins the etcd server's version (the one kubeadm deploys with
+// the pinned Kubernetes), relative to the repository root.
+const etcdModule = "test/controlplane/etcd/go.mod"
+
+// kubernetesModule and etcdServerModule are the requirements whose
+// versions key the build caches.
+const (
+	kubernetesModule = "k8s.io/kubernetes"
+	etcdServerModule = "go.etcd.io/etcd/server/v3"
+)
 
 // ErrMissingBinary is wrapped by Start when etcd, kube-apiserver or a
 // component it was asked for cannot be found, and by the Find functions;
@@ -87,6 +98,12 @@ func findBuilt(name, env string) (string, error) {
 // is the one the scripts use. It never builds; a missing binary wraps
 // ErrMissingBinary and names script.
 func FindCached(gomod, name, env, script string) (string, error) {
+	return findCachedAt(gomod, kubernetesModule, name, env, script)
+}
+
+// findCachedAt is FindCached with the cache keyed by the version of module
+// in gomod.
+func findCachedAt(gomod, module, name, env, script string) (string, error) {
 	if p := os.Getenv(env); p != "" {
 		return checkExecutable(p, env)
 	}
@@ -94,7 +111,7 @@ func FindCached(gomod, name, env, script string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: %v; or set %s", ErrMissingBinary, name, err, env)
 	}
-	version, err := pinnedKubernetesVersion(filepath.Join(root, gomod))
+	version, err := pinnedVersion(filepath.Join(root, gomod), module)
 	if err != nil {
 		return "", err
 	}
@@ -102,16 +119,13 @@ func FindCached(gomod, name, env, script string) (string, error) {
 	return checkExecutable(p, script+" cache")
 }
 
-// FindEtcd returns $MICROLET_ETCD, else etcd from PATH, else Debian's
-// /usr/bin/etcd (PATH can be trimmed in CI sandboxes).
+// FindEtcd returns $MICROLET_ETCD, else the static etcd server
+// hack/build-etcd.sh caches for the version pinned in
+// test/controlplane/etcd/go.mod. An etcd on PATH is not used: its version
+// (Debian's is 3.4) decides what the apiserver's watch cache can ask of it.
+// Like FindKubeAPIServer it never builds.
 func FindEtcd() (string, error) {
-	if p := os.Getenv(EnvEtcd); p != "" {
-		return checkExecutable(p, EnvEtcd)
-	}
-	if p, err := exec.LookPath("etcd"); err == nil {
-		return p, nil
-	}
-	return checkExecutable("/usr/bin/etcd", "PATH")
+	return findCachedAt(etcdModule, etcdServerModule, "etcd", EnvEtcd, "hack/build-etcd.sh")
 }
 
 // RepoRoot walks up from the working directory (a test runs in its
@@ -148,7 +162,8 @@ func cacheDir() string {
 	return filepath.Join(home, ".cache", "microlet")
 }
 
-func pinnedKubernetesVersion(gomod string) (string, error) {
+// pinnedVersion returns the version gomod requires of module.
+func pinnedVersion(gomod, module string) (string, error) {
 	f, err := os.Open(gomod)
 	if err != nil {
 		return "", err
@@ -160,14 +175,14 @@ func pinnedKubernetesVersion(gomod string) (string, error) {
 		if len(fields) > 0 && fields[0] == "require" {
 			fields = fields[1:]
 		}
-		if len(fields) >= 2 && fields[0] == "k8s.io/kubernetes" {
+		if len(fields) >= 2 && fields[0] == module {
 			return fields[1], nil
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return "", err
 	}
-	return "", fmt.Errorf("%s: no k8s.io/kubernetes requirement", gomod)
+	return "", fmt.Errorf("%s: no %s requirement", gomod, module)
 }
 
 func checkExecutable(p, source string) (string, error) {

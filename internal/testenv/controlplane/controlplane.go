@@ -499,6 +499,9 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 			"--initial-cluster-state=new",
 			"--log-level=warn",
 			"--logger=zap",
+			// As kubeadm runs it: progress notifications let the
+			// apiserver's watch cache learn it is current without an event.
+			"--watch-progress-notify-interval=5s",
 		}
 		args = append(args, cp.opts.ExtraEtcdArgs...)
 		p, err := startProcess("etcd", cp.etcdBin, args, filepath.Join(cp.dir, "logs", "etcd.log"))

@@ -18,7 +18,8 @@
 // MICROLET_REQUIRE_CONTROLPLANE=1, in which case it fails and says how to
 // install them (make test-deps). The kube-apiserver is found through
 // MICROLET_KUBE_APISERVER or in the cache hack/build-kube-apiserver.sh fills;
-// etcd through MICROLET_ETCD or PATH.
+// etcd through MICROLET_ETCD or in the cache hack/build-etcd.sh fills (etcd
+// v3.6.8, the version kubeadm deploys with Kubernetes v1.36.3).
 //
 // GetFull is Get with kube-scheduler and kube-controller-manager running
 // too, for tests that need a cluster's controllers (Deployments, the

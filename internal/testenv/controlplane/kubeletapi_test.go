@@ -300,7 +300,7 @@ func TestKubectl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pinned, err := pinnedKubernetesVersion(filepath.Join(root, controlPlaneModule))
+	pinned, err := pinnedVersion(filepath.Join(root, controlPlaneModule), kubernetesModule)
 	if err != nil {
 		t.Fatal(err)
 	}
