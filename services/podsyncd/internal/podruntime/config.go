@@ -41,11 +41,17 @@ func (m *Manager) sandboxConfig(pod *corev1.Pod, attempt uint32) (*runtimeapi.Po
 	// namespace, so containerd fails such a sandbox).
 	var hostname string
 	if !pod.Spec.HostNetwork {
-		h, _, err := dns.PodHostname(pod, "")
+		clusterDomain := ""
+		if m.opts.DNS != nil {
+			clusterDomain = m.opts.DNS.ClusterDomain()
+		}
+		h, domain, err := dns.PodHostname(pod, clusterDomain)
 		if err != nil {
 			return nil, err
 		}
-		hostname = h
+		if hostname, err = dns.KernelHostname(h, domain, pod.Spec.SetHostnameAsFQDN); err != nil {
+			return nil, err
+		}
 	}
 	var err error
 	var dnsConfig *runtimeapi.DNSConfig
