@@ -39,11 +39,18 @@ func (m *Manager) sandboxConfig(pod *corev1.Pod, attempt uint32) (*runtimeapi.Po
 	// namespace, so containerd fails such a sandbox).
 	var hostname string
 	if !pod.Spec.HostNetwork {
-		h, _, err := dns.PodHostname(pod, "")
+		clusterDomain := ""
+		if m.opts.DNS != nil {
+			clusterDomain = m.opts.DNS.ClusterDomain()
+		}
+		h, domain, err := dns.PodHostname(pod, clusterDomain)
 		if err != nil {
 			return nil, err
 		}
-		hostname = h
+		// spec.setHostnameAsFQDN: the FQDN, within the kernel's 64 bytes.
+		if hostname, err = dns.KernelHostname(h, domain, pod.Spec.SetHostnameAsFQDN); err != nil {
+			return nil, err
+		}
 	}
 	var err error
 	var dnsConfig *runtimeapi.DNSConfig
