@@ -247,7 +247,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	shimArgs := []string{conformance.MirrorFlag(mirror)}
 
 	step("starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager")
-	cp, err := controlplane.Start(ctx, controlplane.Options{Scheduler: true, ControllerManager: true})
+	cpOpts := controlplane.Options{Scheduler: true, ControllerManager: true}
+	if suite.Node != nil {
+		// As the node suite's own API server (test/e2e_node/services):
+		// it does not wait for a namespace's default ServiceAccount
+		// before creating pods, so that admission must not require one.
+		cpOpts.ExtraAPIServerArgs = []string{"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"}
+	}
+	cp, err := controlplane.Start(ctx, cpOpts)
 	if err != nil {
 		return err
 	}
