@@ -209,7 +209,9 @@ etcd, kube-apiserver, kube-scheduler and kube-controller-manager of the same rel
 - Selection: ` + "`[NodeConformance]`" + ` without ` + "`[Serial]`, `[Disruptive]`, `[Flaky]`, `[Slow]`, `[Feature:…]`" + `,
   and only the specs defined in ` + "`test/e2e_node/`" + ` (Ginkgo ` + "`--focus-file`" + `): the
   ` + "`test/e2e/common`" + ` specs the binary also links are the ones ` + "`make conformance SUITE=nodeconformance`" + `
-  runs through e2e.test (docs/conformance-nodeconformance.md). ` + "`FOCUS`, `SKIP`, `FOCUS_FILE`" + ` override it.
+  runs through e2e.test (docs/conformance-nodeconformance.md). ` + "`FOCUS`, `SKIP`, `FOCUS_FILE`, `SKIP_FILE`" + `
+  change it. The counts below are of the specs the focus and skip expressions select; those the
+  file filters leave out count as skipped (the command line says which files).
 - The node runs from the conformance KubeletConfiguration (` + "`test/conformance/kubelet.go`" + `: kubelet API
   on 127.0.0.1 (port 10250 here), cluster CA as client CA, Docker's cgroup driver under a cgroup root of
   its own, no image GC or disk-pressure eviction), plus what this suite needs: its manifest
