@@ -112,7 +112,7 @@ compose-down: ## stop the compose dev box and remove its containers and volumes
 	$(COMPOSE) $(COMPOSE_ARGS) down -v --remove-orphans
 
 # Kubernetes' own e2e suite on a cluster whose only node is microlet
-# (test/conformance, docs/conformance.md). SUITE (node | nodeconformance | full), FOCUS, SKIP, PROCS, RESULTS,
+# (test/conformance, docs/conformance.md). SUITE (node | nodeconformance | e2enode | full), FOCUS, SKIP, PROCS, RESULTS,
 # DRY_RUN, RUNTIME_ONLY=1 (the upstream kubelet on runtime-shim as the node);
 # SUITE=full runs every [Conformance] spec on a make cluster cluster (NODE_AGENT=kubelet:
 # the upstream kubelet's column): see hack/conformance.sh.
@@ -134,7 +134,7 @@ cluster-down: ## remove every container, network and volume make cluster made
 cluster-load: ## load images from this machine's Docker into every node: make cluster-load IMAGE="name:tag ..."
 	$(CLUSTER) load -name $(CLUSTER_NAME) $(IMAGE)
 
-conformance: ## run the sig-node [Conformance] e2e specs against one microlet node (RUNTIME_ONLY=1: the upstream kubelet on runtime-shim); rewrites docs/conformance.md (SUITE=nodeconformance, FOCUS/SKIP/PROCS pick others; SUITE=full: all 446 on make cluster)
+conformance: ## run the sig-node [Conformance] e2e specs against one microlet node (RUNTIME_ONLY=1: the upstream kubelet on runtime-shim); rewrites docs/conformance.md (SUITE=nodeconformance, FOCUS/SKIP/PROCS pick others; SUITE=e2enode: e2e_node.test's [NodeConformance] specs; SUITE=full: all 446 on make cluster)
 	hack/conformance.sh
 
 conformance-report: ## regenerate docs/conformance.md from the recorded runs (test/conformance/runs/), or JUNIT="[NAME=]FILE ..."

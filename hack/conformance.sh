@@ -28,6 +28,18 @@
 #                 The whole suite's run is recorded in
 #                 test/conformance/runs/full/<agent> and docs/conformance.md
 #                 regenerated; results default to _output/conformance-full.
+#                 SUITE=e2enode is the kubelet's own node suite, e2e_node.test
+#                 (hack/build-e2e.sh e2e_node.test, built on first use):
+#                 its [NodeConformance] specs without [Serial], [Disruptive],
+#                 [Flaky], [Slow], [Feature:...], defined in test/e2e_node/
+#                 (FOCUS_FILE; SKIP_FILE leaves files out), against one
+#                 microlet node with static pods and clusterDomain
+#                 cluster.local. The default selection is recorded in
+#                 test/conformance/runs/e2enode and docs/conformance-e2enode.md
+#                 written (reasons: test/conformance/reasons-e2enode.yaml;
+#                 RECORD=1 records another selection, which the page's
+#                 command then names); results default to
+#                 _output/conformance-e2enode.
 #   FOCUS=RE      specs to run      (default: '\[sig-node\].*\[Conformance\]')
 #   SKIP=RE       specs to leave out (default: '\[Serial\]|\[Disruptive\]|\[Flaky\]')
 #   PROCS=N       parallel suite processes (default 3; 1 runs e2e.test alone)
@@ -72,10 +84,35 @@ case "${SUITE:-node}" in
     mkdir -p bin
     go build -o bin/conformance ./test/conformance/cmd/conformance
     exec bin/conformance "${args[@]}" ;;
+  e2enode)
+    hack/install-test-deps.sh
+    procs=${PROCS:-3}
+    # Ginkgo lists specs (a dry run) in one process only.
+    [ "${DRY_RUN:-}" != 1 ] || procs=1
+    results=${RESULTS:-_output/conformance-e2enode}
+    # The selection's defaults: conformance.E2ENodeFocus, E2ENodeSkip, E2ENodeFocusFile.
+    args=(run -e2e-node-test "$(hack/build-e2e.sh e2e_node.test)" -agnhost "$(hack/build-e2e.sh agnhost)" -nonewprivs "$(hack/build-e2e.sh nonewprivs)"
+          -procs "$procs" -results "$results" -reasons test/conformance/reasons-e2enode.yaml
+          -e2e-version "$(sed -nE 's/^[[:space:]]*(require[[:space:]]+)?k8s.io\/kubernetes (v[^[:space:]]+).*/\2/p' test/conformance/upstream/go.mod | head -1)")
+    [ "$procs" -le 1 ] || args+=(-ginkgo "$(hack/build-e2e.sh ginkgo)")
+    [ -z "${FOCUS:-}" ] || args+=(-focus "$FOCUS")
+    [ -z "${SKIP+x}" ] || args+=(-skip "$SKIP")
+    [ -z "${FOCUS_FILE+x}" ] || args+=(-focus-file "$FOCUS_FILE")
+    [ -z "${SKIP_FILE:-}" ] || args+=(-skip-file "$SKIP_FILE")
+    if [ "${DRY_RUN:-}" = 1 ]; then
+      args+=(-dry-run)
+    elif [ -z "${FOCUS:-}${SKIP+x}${FOCUS_FILE+x}${SKIP_FILE:-}" ] || [ "${RECORD:-}" = 1 ]; then
+      args+=(-record test/conformance/runs/e2enode -report "${REPORT:-docs/conformance-e2enode.md}")
+    else
+      args+=(-report "${REPORT:-$results/conformance-e2enode.md}")
+    fi
+    mkdir -p bin
+    go build -o bin/conformance ./test/conformance/cmd/conformance
+    exec bin/conformance "${args[@]}" ;;
   nodeconformance)
     suite_focus='\[NodeConformance\]'
     suite_skip='\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Slow\]|\[Feature:|\[sig-network\] DNS|\[sig-network\] Services|DNS should|Services should' ;;
-  *) echo "hack/conformance.sh: SUITE=${SUITE} is not a selection (node, nodeconformance, full)" >&2; exit 2 ;;
+  *) echo "hack/conformance.sh: SUITE=${SUITE} is not a selection (node, nodeconformance, e2enode, full)" >&2; exit 2 ;;
 esac
 focus=${FOCUS:-$suite_focus}
 skip=${SKIP-$suite_skip}

@@ -9,7 +9,10 @@
 // to approve and sign it, stores key and certificate in the certificate
 // directory with client-go's FileStore (kubelet-client-<time>.pem, 0600,
 // and the kubelet-client-current.pem symlink swapped atomically) and writes
-// a kubeconfig that points at kubelet-client-current.pem.
+// a kubeconfig that points at kubelet-client-current.pem (crash-safely,
+// internal/statefile). A kubeconfig that does not decode, torn by a crash
+// or garbled, is moved aside as <name>.corrupt-<time> with a Warning
+// before the new one is written (docs/state-files.md).
 //
 // Rotate then runs client-go's certificate manager on the same store: it
 // renews the certificate at a jittered 70–90 % of its lifetime. Every

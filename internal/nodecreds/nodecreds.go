@@ -113,7 +113,10 @@ func Ensure(ctx context.Context, cfg Config) error {
 	if err := cfg.complete(); err != nil {
 		return err
 	}
-	ok, why := kubeconfigUsable(cfg.Kubeconfig, cfg.now())
+	if _, err := statefile.Sweep(filepath.Dir(cfg.Kubeconfig)); err != nil {
+		cfg.Log.Warn("could not remove temporary files a crash left", "err", err)
+	}
+	ok, why, corrupt := kubeconfigUsable(cfg.Kubeconfig, cfg.now())
 	if ok {
 		cfg.Log.Info("node kubeconfig is usable", "kubeconfig", cfg.Kubeconfig)
 		return nil
@@ -126,6 +129,14 @@ func Ensure(ctx context.Context, cfg Config) error {
 	boot, err := loadBootstrap(cfg.BootstrapKubeconfig)
 	if err != nil {
 		return err
+	}
+	// A kubeconfig that does not decode (torn by a power loss, garbled) is
+	// kept aside for a look rather than overwritten, now that a new one
+	// can be written in its place.
+	if corrupt != nil {
+		if _, err := statefile.Quarantine(cfg.Log, cfg.Kubeconfig, corrupt); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(cfg.CertDir, 0o700); err != nil {
 		return fmt.Errorf("cert_dir: %w", err)
@@ -316,45 +327,60 @@ func validAt(c *x509.Certificate, now time.Time) string {
 }
 
 // kubeconfigUsable reports whether path is a kubeconfig whose client
-// certificate (if it uses one) is valid at now, and if not, why.
-func kubeconfigUsable(path string, now time.Time) (bool, string) {
-	raw, err := clientcmd.LoadFromFile(path)
+// certificate (if it uses one) is valid at now, and if not, why; corrupt
+// is set when the file is there and readable but does not decode into a
+// kubeconfig a client can be built from.
+func kubeconfigUsable(path string, now time.Time) (ok bool, why string, corrupt error) {
+	ok, why, corrupt = kubeconfigCheck(path, now)
+	if corrupt != nil {
+		why = "it is not a usable kubeconfig: " + corrupt.Error()
+	}
+	return ok, why, corrupt
+}
+
+func kubeconfigCheck(path string, now time.Time) (bool, string, error) {
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return false, "it does not exist"
+		return false, "it does not exist", nil
 	}
 	if err != nil {
-		return false, "it cannot be read: " + err.Error()
+		return false, "it cannot be read: " + err.Error(), nil
+	}
+	_ = f.Close()
+	raw, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return false, "", err // readable, so it does not decode
 	}
 	rc, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return false, "it is not usable: " + err.Error()
+		return false, "", err
 	}
 	certPEM, keyPEM := rc.CertData, rc.KeyData
 	if rc.CertFile != "" {
 		if certPEM, err = os.ReadFile(rc.CertFile); err != nil {
-			return false, "its client certificate cannot be read: " + err.Error()
+			return false, "its client certificate cannot be read: " + err.Error(), nil
 		}
 	}
 	if rc.KeyFile != "" {
 		if keyPEM, err = os.ReadFile(rc.KeyFile); err != nil {
-			return false, "its client key cannot be read: " + err.Error()
+			return false, "its client key cannot be read: " + err.Error(), nil
 		}
 	}
 	if len(certPEM) == 0 {
-		return true, "" // a token or another credential: not ours to judge
+		return true, "", nil // a token or another credential: not ours to judge
 	}
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return false, "its client certificate and key do not load: " + err.Error()
+		return false, "its client certificate and key do not load: " + err.Error(), nil
 	}
 	leaf, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
-		return false, "its client certificate does not parse: " + err.Error()
+		return false, "its client certificate does not parse: " + err.Error(), nil
 	}
 	if why := validAt(leaf, now); why != "" {
-		return false, why
+		return false, why, nil
 	}
-	return true, ""
+	return true, "", nil
 }
 
 // writeKubeconfig writes cfg.Kubeconfig atomically (0600): the bootstrap
@@ -409,7 +435,7 @@ func writeKubeconfig(cfg Config, boot *clientcmdapi.Config) error {
 // if it has one, is valid), else why not: a healthcheck for the services
 // that wait for it.
 func Check(kubeconfig string) error {
-	if ok, why := kubeconfigUsable(kubeconfig, time.Now()); !ok {
+	if ok, why, _ := kubeconfigUsable(kubeconfig, time.Now()); !ok {
 		return fmt.Errorf("kubeconfig %s: %s", kubeconfig, why)
 	}
 	return nil

@@ -29,6 +29,18 @@ type NodeOptions struct {
 	Args map[string][]string
 	// Out receives microlet's output; nil discards it.
 	Out io.Writer
+	// StaticPods makes the node's manifest directory (node.Config's
+	// ManifestDir) its staticPodPath; ClusterDomain, when set, is its
+	// clusterDomain. The e2e_node suite needs both.
+	StaticPods    bool
+	ClusterDomain string
+	// CgroupRoot replaces the node's own cgroup root (node.CgroupRoot):
+	// the e2e_node suite looks for the pods' cgroups under "/" (kubepods,
+	// kubepods/burstable, ...), where its kubelet puts them.
+	CgroupRoot string
+	// Port is the kubelet API's port; default a free one. The e2e_node
+	// suite reads /configz at 127.0.0.1:10250, the kubelet's port.
+	Port int
 }
 
 // Node is the running node: its process and what Stop removes.
@@ -67,16 +79,25 @@ func StartNode(ctx context.Context, cp *controlplane.ControlPlane, opts NodeOpti
 		ClientCAFile: filepath.Join(cp.PKI().Dir, "ca.crt"), Instance: "conformance-" + rand.String(8),
 		Args: opts.Args, Out: opts.Out,
 	}
-	port, err := freePort("127.0.0.1")
-	if err != nil {
-		return nil, err
+	port := opts.Port
+	if port == 0 {
+		if port, err = freePort("127.0.0.1"); err != nil {
+			return nil, err
+		}
 	}
 	cfg.KubeletConfig = KubeletConfig(KubeletConfigInput{
 		Address: "127.0.0.1", Port: port, ClientCAFile: cfg.ClientCAFile,
 		RuntimeEndpoint: components.Endpoint(cfg.RunDir(), components.RuntimeShim),
 		CgroupRoot:      node.CgroupRoot(cfg.Instance), CgroupDriver: dockerCgroupDriver(),
 		PodLogsDir: cfg.LogDir(), VolumePluginDir: filepath.Join(opts.Dir, "volume-plugins"),
+		ClusterDomain: opts.ClusterDomain,
 	})
+	if opts.StaticPods {
+		cfg.KubeletConfig.StaticPodPath = cfg.ManifestDir()
+	}
+	if opts.CgroupRoot != "" {
+		cfg.KubeletConfig.CgroupRoot = opts.CgroupRoot
+	}
 	if n.Process, err = node.Launch(cfg); err != nil {
 		return nil, err
 	}

@@ -219,6 +219,10 @@ type KubeletConfigInput struct {
 	// PodLogsDir and VolumePluginDir replace /var/log/pods and the
 	// host-wide flexvolume directory.
 	PodLogsDir, VolumePluginDir string
+	// StaticPodPath, when set, is a directory of static pod manifests (the
+	// e2e_node suite's mirror-pod specs write there); ClusterDomain, when
+	// set, the pods' DNS domain (its FQDN specs compare with it).
+	StaticPodPath, ClusterDomain string
 }
 
 // KubeletConfig is the kubelet's configuration file for a conformance
@@ -251,8 +255,9 @@ func KubeletConfig(in KubeletConfigInput) *kubeletv1beta1.KubeletConfiguration {
 		// The hosts this runs on are cgroup v1; the kubelet refuses them
 		// unless told otherwise since v1.35.
 		FailCgroupV1: ptr.To(false),
-		// No static pods.
-		StaticPodPath: "",
+		// No static pods, unless the run writes some.
+		StaticPodPath: in.StaticPodPath,
+		ClusterDomain: in.ClusterDomain,
 		// Pod logs and flexvolume plugins in the node's directory.
 		PodLogsDir:      in.PodLogsDir,
 		VolumePluginDir: in.VolumePluginDir,

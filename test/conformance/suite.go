@@ -18,13 +18,70 @@ const (
 	DefaultSkip  = `\[Serial\]|\[Disruptive\]|\[Flaky\]`
 )
 
+// The SUITE=e2enode selection: the [NodeConformance] specs of
+// e2e_node.test's own files (test/e2e_node/; the test/e2e/common specs it
+// links too are SUITE=nodeconformance's, through e2e.test), without the tags
+// a node shared with other specs cannot run or that are not on by default.
+const (
+	E2ENodeFocus     = `\[NodeConformance\]`
+	E2ENodeSkip      = `\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Slow\]|\[Feature:`
+	E2ENodeFocusFile = `test/e2e_node/`
+)
+
 // JUnitFile is the name e2e.test gives its junit report in --report-dir.
 const JUnitFile = "junit_01.xml"
 
+// NodeE2E makes a Suite run e2e_node.test, the kubelet's own node suite
+// (k8s.io/kubernetes/test/e2e_node), against a node that is already
+// running: it starts no services of its own and talks to the API server
+// with a bearer token (it has no --kubeconfig).
+type NodeE2E struct {
+	// Host is the API server's URL; BearerToken a token of a member of
+	// system:masters (the control plane's admin token).
+	Host, BearerToken string
+	// NodeName is the node under test, the cluster's only Node (the
+	// suite's setup fails when there are more).
+	NodeName string
+	// DNSDomain is the node's clusterDomain (the FQDN specs compare with it).
+	DNSDomain string
+	// RuntimeEndpoint is the node's CRI endpoint (a unix:// URL), which
+	// some specs ask directly.
+	RuntimeEndpoint string
+}
+
+// KubeletPort is the kubelet API's port where e2e_node.test looks for it
+// on 127.0.0.1 (its /configz in standalone mode, the TLS specs).
+const KubeletPort = 10250
+
+// flags are e2e_node.test's flags for the node: no services started, no
+// image pre-pull (nothing can be pulled here; the harness imports them).
+// --standalone-mode only changes where the suite reads the node's
+// configuration: /configz at 127.0.0.1:KubeletPort instead of through the
+// API server's node proxy, which refuses a node whose address is not
+// global unicast ("address not allowed"), as the loopback node IP here is;
+// the node still registers, and pods still go through the API server.
+func (n *NodeE2E) flags() []string {
+	return []string{
+		"--standalone-mode",
+		"--host=" + n.Host,
+		"--bearer-token=" + n.BearerToken,
+		"--node-name=" + n.NodeName,
+		"--dns-domain=" + n.DNSDomain,
+		"--container-runtime-endpoint=" + n.RuntimeEndpoint,
+		"--image-service-endpoint=" + n.RuntimeEndpoint,
+		"--start-services=false",
+		"--stop-services=false",
+		"--prepull-images=false",
+	}
+}
+
 // Suite is one run of e2e.test.
 type Suite struct {
-	// E2ETest is the suite binary (hack/build-e2e.sh e2e.test).
+	// E2ETest is the suite binary (hack/build-e2e.sh e2e.test, or
+	// e2e_node.test with Node set).
 	E2ETest string
+	// Node, when set, says E2ETest is e2e_node.test and how it reaches the node.
+	Node *NodeE2E
 	// Ginkgo is the ginkgo CLI (hack/build-e2e.sh ginkgo); with Procs > 1
 	// it runs the suite in that many parallel processes. e2e.test alone
 	// runs serially.
@@ -33,8 +90,10 @@ type Suite struct {
 	// Kubeconfig is an admin kubeconfig of the cluster; Kubectl the kubectl
 	// the suite shells out to.
 	Kubeconfig, Kubectl string
-	// Focus and Skip select specs (Ginkgo regular expressions).
-	Focus, Skip string
+	// Focus and Skip select specs (Ginkgo regular expressions); FocusFile
+	// and SkipFile, when set, keep only the specs defined in files FocusFile
+	// matches and not SkipFile.
+	Focus, Skip, FocusFile, SkipFile string
 	// ResultsDir receives JUnitFile and the suite's output files.
 	ResultsDir string
 	// Timeout bounds the whole suite (Ginkgo's default of 1 h is too short
@@ -65,6 +124,12 @@ func (s Suite) Args() []string {
 	if s.Skip != "" {
 		ginkgoFlags = append(ginkgoFlags, "skip="+s.Skip)
 	}
+	if s.FocusFile != "" {
+		ginkgoFlags = append(ginkgoFlags, "focus-file="+s.FocusFile)
+	}
+	if s.SkipFile != "" {
+		ginkgoFlags = append(ginkgoFlags, "skip-file="+s.SkipFile)
+	}
 	if s.DryRun {
 		ginkgoFlags = append(ginkgoFlags, "dry-run", "v")
 	}
@@ -78,6 +143,11 @@ func (s Suite) Args() []string {
 		"--disable-log-dump",
 		// No kube-system pods run in this cluster.
 		"--minStartupPods=0",
+	}
+	if s.Node != nil {
+		// e2e_node.test has neither --provider, --kubeconfig, the output
+		// directory nor the startup-pods check.
+		e2eFlags = append([]string{"--kubectl-path=" + s.Kubectl, "--report-dir=" + s.ResultsDir}, s.Node.flags()...)
 	}
 	e2eFlags = append(e2eFlags, s.Extra...)
 	if s.Ginkgo != "" && s.Procs > 1 {

@@ -68,8 +68,15 @@ func TestPodDNSAndEvents(t *testing.T) {
 		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/healthy"}}},
 		PeriodSeconds: 1, FailureThreshold: 2, TimeoutSeconds: 5,
 	}
+	// spec.setHostnameAsFQDN with a subdomain: the kernel hostname is the
+	// FQDN; one whose FQDN is over the kernel's 64 bytes gets no sandbox.
+	yes := true
+	fqdn := s.Pod("fqdn", corev1.RestartPolicyAlways, "sleep 3600")
+	fqdn.Spec.Subdomain, fqdn.Spec.SetHostnameAsFQDN = "sub", &yes
+	tooLong := s.Pod("fqdn-veryveryveryverylongforfqdntobemorethan64bytes", corev1.RestartPolicyAlways, "sleep 3600")
+	tooLong.Spec.Subdomain, tooLong.Spec.SetHostnameAsFQDN = "sub", &yes
 	created := map[string]*corev1.Pod{}
-	for _, p := range []*corev1.Pod{none, cluster, live} {
+	for _, p := range []*corev1.Pod{none, cluster, live, fqdn, tooLong} {
 		created[p.Name] = s.Create(p)
 	}
 	running := func(p *corev1.Pod) bool {
@@ -131,6 +138,45 @@ func TestPodDNSAndEvents(t *testing.T) {
 		}
 		if h := strings.TrimSpace(s.execIn(p, "main", "hostname")); h != "web" {
 			t.Errorf("hostname %q, want web", h)
+		}
+	})
+
+	t.Run("setHostnameAsFQDN: the hostname is the FQDN", func(t *testing.T) {
+		s.t = t
+		p := s.WaitPod("default", "fqdn", "running", running)
+		want := "fqdn.sub.default.svc." + e2eClusterDomain
+		if h := strings.TrimSpace(s.execIn(p, "main", "hostname")); h != want {
+			t.Errorf("hostname %q, want %q", h, want)
+		}
+	})
+
+	t.Run("setHostnameAsFQDN over 64 bytes: FailedCreatePodSandBox, the pod stays Pending", func(t *testing.T) {
+		s.t = t
+		p := created[tooLong.Name]
+		fqdnText := tooLong.Name + ".sub.default.svc." + e2eClusterDomain
+		want := fmt.Sprintf("Failed to create pod sandbox: failed to construct FQDN from pod hostname and cluster domain, FQDN %s is too long (64 characters is the max, %d characters requested)", fqdnText, len(fqdnText))
+		var last string
+		s.Eventually("FailedCreatePodSandBox event", 2*time.Minute, func() (bool, string) {
+			list, err := s.admin.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+				FieldSelector: "reason=FailedCreatePodSandBox,involvedObject.uid=" + string(p.UID),
+			})
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, e := range list.Items {
+				last = e.Message
+				if e.Type == corev1.EventTypeWarning && e.Message == want {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("last event %q, want %q", last, want)
+		})
+		got, err := s.Get("default", tooLong.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Phase != corev1.PodPending || len(got.Status.ContainerStatuses) > 0 && got.Status.ContainerStatuses[0].State.Running != nil {
+			t.Errorf("phase %s, containers %+v; want Pending with nothing running", got.Status.Phase, got.Status.ContainerStatuses)
 		}
 	})
 

@@ -10,6 +10,10 @@
 // empty. A pod's dnsConfig is merged last, and the result is cut to the
 // resolver's limits with upstream's DNSConfigForming warnings.
 //
+// PodHostname is the pod's hostname and domain; KernelHostname the name its
+// sandbox gets: the FQDN when spec.setHostnameAsFQDN is set and the pod has a
+// subdomain (at most 64 bytes, the kernel's limit), else the hostname.
+//
 //	c, err := dns.New(dns.Config{ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local", ResolvConf: "/etc/resolv.conf"}, rec)
 //	cfg, err := c.PodDNS(pod)                 // runtimeapi.DNSConfig for RunPodSandbox
 //	hosts, err := c.HostsFile(pod, podIPs)     // content of <pod dir>/etc-hosts

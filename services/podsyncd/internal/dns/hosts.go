@@ -21,6 +21,9 @@ const (
 	managedHeader        = "# Kubernetes-managed hosts file.\n"
 	managedHeaderHostNet = "# Kubernetes-managed hosts file (host network).\n"
 	maxHostnameLen       = 63
+	// maxKernelHostnameLen is the longest name the kernel's nodename field
+	// takes (65 bytes with the terminating NUL).
+	maxKernelHostnameLen = 64
 )
 
 // PodHostname is the pod's hostname and domain as the kubelet computes them:
@@ -55,6 +58,22 @@ func PodHostname(pod *corev1.Pod, clusterDomain string) (hostname, domain string
 		domain = fmt.Sprintf("%s.%s.svc.%s", s, pod.Namespace, clusterDomain)
 	}
 	return hostname, domain, nil
+}
+
+// KernelHostname is the hostname the pod's sandbox (its UTS namespace) gets
+// from PodHostname's hostname and domain, as the kubelet's: the hostname, or
+// with spec.setHostnameAsFQDN and a domain the FQDN "<hostname>.<domain>",
+// which must fit the kernel's 64 bytes. The error is the kubelet's text,
+// which the FailedCreatePodSandBox event carries.
+func KernelHostname(hostname, domain string, asFQDN *bool) (string, error) {
+	if domain == "" || asFQDN == nil || !*asFQDN {
+		return hostname, nil
+	}
+	fqdn := hostname + "." + domain
+	if len(fqdn) > maxKernelHostnameLen {
+		return "", fmt.Errorf("failed to construct FQDN from pod hostname and cluster domain, FQDN %s is too long (%d characters is the max, %d characters requested)", fqdn, maxKernelHostnameLen, len(fqdn))
+	}
+	return fqdn, nil
 }
 
 // truncateHostname cuts a hostname to 63 characters without a trailing '-'

@@ -98,6 +98,38 @@ func TestPodHostname(t *testing.T) {
 	}
 }
 
+func TestKernelHostname(t *testing.T) {
+	// "h." plus a domain of 62 characters is exactly the kernel's 64.
+	domain62 := "s.ns.svc." + strings.Repeat("d", 53)
+	tests := []struct {
+		name, hostname, domain string
+		asFQDN                 *bool
+		want, wantErr          string
+	}{
+		{"no domain: the hostname, FQDN asked or not", "h", "", ptr.To(true), "h", ""},
+		{"domain, setHostnameAsFQDN unset: the hostname", "h", "s.ns.svc.cluster.local", nil, "h", ""},
+		{"domain, setHostnameAsFQDN false: the hostname", "h", "s.ns.svc.cluster.local", ptr.To(false), "h", ""},
+		{"domain, setHostnameAsFQDN true: the FQDN", "h", "s.ns.svc.cluster.local", ptr.To(true), "h.s.ns.svc.cluster.local", ""},
+		{"FQDN of 64 characters fits", "h", domain62, ptr.To(true), "h." + domain62, ""},
+		{"FQDN of 65 characters is refused", "hh", domain62, ptr.To(true), "",
+			"failed to construct FQDN from pod hostname and cluster domain, FQDN hh." + domain62 + " is too long (64 characters is the max, 65 characters requested)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := KernelHostname(tc.hostname, tc.domain, tc.asFQDN)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
 func TestMountsEtcHosts(t *testing.T) {
 	pod := &corev1.Pod{}
 	c := &corev1.Container{}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/microlet/microlet/internal/statefile"
 )
 
 // D-Bus names of logind and of systemd's manager (to reload logind).
@@ -133,18 +135,15 @@ func (l *Logind) Watch() (<-chan bool, error) {
 }
 
 // WriteDropIn writes a logind drop-in raising InhibitDelayMaxSec to delay
-// (whole seconds, rounded), the file the kubelet writes.
+// (whole seconds, rounded), the file the kubelet writes, crash-safely
+// (statefile: logind never reads a half-written drop-in).
 func WriteDropIn(path string, delay time.Duration) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("logind drop-in directory: %w", err)
 	}
 	body := fmt.Sprintf("# Written by microlet (the kubelet's logind override): pods get time to stop before shutdown.\n[Login]\nInhibitDelayMaxSec=%.0f\n", delay.Seconds())
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
-		return fmt.Errorf("logind drop-in %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("logind drop-in %s: %w", path, err)
+	if err := statefile.WriteFile(path, []byte(body), 0o644); err != nil { //nolint:gosec // logind reads it
+		return fmt.Errorf("logind drop-in: %w", err)
 	}
 	return nil
 }

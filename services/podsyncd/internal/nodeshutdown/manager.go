@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"github.com/microlet/microlet/internal/statefile"
 	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 )
 
@@ -273,12 +274,21 @@ func (m *Manager) ensureDelay(lg *Logind) error {
 	return nil
 }
 
-// restoreMetrics sets the shutdown gauges from the state file.
+// restoreMetrics sets the shutdown gauges from the state file; one that
+// does not decode is moved aside (the gauges stay 0 until the next
+// shutdown records one).
 func (m *Manager) restoreMetrics() {
 	if m.o.stateDir == "" {
 		return
 	}
-	st, err := LoadState(filepath.Join(m.o.stateDir, StateFile))
+	path := filepath.Join(m.o.stateDir, StateFile)
+	st, err := LoadState(path)
+	if errors.Is(err, ErrCorruptState) {
+		if _, qerr := statefile.Quarantine(m.log, path, err); qerr != nil {
+			m.log.Warn("could not move the corrupt graceful shutdown state aside", "err", qerr)
+		}
+		return
+	}
 	if err != nil {
 		m.log.Warn("could not load the graceful shutdown state", "err", err)
 		return

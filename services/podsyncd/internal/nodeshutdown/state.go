@@ -2,6 +2,7 @@ package nodeshutdown
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -21,6 +22,9 @@ type State struct {
 	EndTime   time.Time `json:"endTime"`
 }
 
+// ErrCorruptState wraps LoadState's error for a file that does not decode.
+var ErrCorruptState = errors.New("graceful shutdown state does not decode")
+
 // LoadState reads the state file at path; a missing file is the zero State.
 func LoadState(path string) (State, error) {
 	var s State
@@ -32,7 +36,7 @@ func LoadState(path string) (State, error) {
 		return s, err
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("%s: %w", path, err)
+		return State{}, fmt.Errorf("%s: %w: %w", path, ErrCorruptState, err)
 	}
 	return s, nil
 }

@@ -84,3 +84,40 @@ func TestSandboxHostnameHostNetwork(t *testing.T) {
 		}
 	}
 }
+
+// spec.setHostnameAsFQDN makes the sandbox's hostname the pod's FQDN under
+// the node's cluster domain when the pod has a subdomain, as the kubelet's
+// generatePodSandboxConfig; a FQDN over the kernel's 64 bytes fails the
+// sandbox config.
+func TestSandboxHostnameFQDN(t *testing.T) {
+	conf, err := dns.New(dns.Config{ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewManager(nil, nil, Options{DNS: conf, Volumes: volumes.New(t.TempDir(), nil, nil)})
+	yes := true
+	for _, tc := range []struct {
+		name, podName, subdomain string
+		asFQDN                   *bool
+		want, wantErr            string
+	}{
+		{"subdomain, setHostnameAsFQDN: the FQDN", "p", "t", &yes, "p.t.ns.svc.cluster.local", ""},
+		{"subdomain only: the short name", "p", "t", nil, "p", ""},
+		{"setHostnameAsFQDN without subdomain: the short name", "p", "", &yes, "p", ""},
+		{"FQDN over 64 bytes: no sandbox config", strings.Repeat("p", 42), "t", &yes, "", "failed to construct FQDN from pod hostname and cluster domain, FQDN "},
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tc.podName, Namespace: "ns", UID: "u1"},
+			Spec: corev1.PodSpec{Subdomain: tc.subdomain, SetHostnameAsFQDN: tc.asFQDN}}
+		cfg, err := m.sandboxConfig(pod, 0)
+		switch {
+		case tc.wantErr != "":
+			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err %v, want %q...", tc.name, err, tc.wantErr)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case cfg.Hostname != tc.want:
+			t.Errorf("%s: sandbox hostname %q, want %q", tc.name, cfg.Hostname, tc.want)
+		}
+	}
+}

@@ -11,4 +11,18 @@
 //	m := podruntime.NewManager(svc.Runtime, svc.Images, podruntime.Options{LogRoot: "/var/log/pods"})
 //	st, _ := m.GetPodStatus(ctx, pod.UID)
 //	res := m.SyncPod(ctx, pod, st)
+//
+// The files follow upstream's kuberuntime split: manager.go holds the
+// Manager, SyncPod, KillPod and the remembered waiting reasons
+// (kuberuntime_manager.go); actions.go computes what a sync must do
+// (computePodActions); sandbox.go builds and creates sandboxes
+// (kuberuntime_sandbox.go); container.go builds, starts and kills
+// containers (kuberuntime_container.go); image.go pulls images per
+// imagePullPolicy with the pull back-off (kuberuntime_image.go and the
+// image manager); status.go reads a pod's runtime status.
+//
+// The prober (Health) and the node's addresses and allocatable resources
+// (SetNodeInfo) come from the sync loop, which is built after the Manager
+// and owns the pod workers the prober triggers, so they are installed once
+// by syncloop.New before anything runs rather than passed to NewManager.
 package podruntime

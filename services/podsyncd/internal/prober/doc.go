@@ -3,7 +3,7 @@
 // container instance, results held until a success or failure threshold is
 // crossed.
 //
-//	m := prober.New(rt, log, onChange)
+//	m := prober.New(rt, log, onChange, prober.WithRecorder(rec), prober.WithMetrics(metrics))
 //	m.Sync(pod, runtimeStatus)     // after every pod sync: start/stop workers
 //	m.Ready(c, containerID)          // the container's Ready and the pod's Ready condition
 //	m.LivenessFailed(c, containerID) // podruntime kills and restarts the container

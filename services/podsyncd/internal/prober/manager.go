@@ -43,9 +43,11 @@ type Manager struct {
 	clock    clock.WithTicker
 	onChange func(types.UID)
 
-	mu      sync.Mutex
+	// rec and metrics are set by New's options and never change.
 	rec     events.Recorder
 	metrics *kubeletmetrics.Metrics
+
+	mu      sync.Mutex
 	workers map[key]*worker
 	// results hold each worker's verdict by container ID and kind.
 	results map[string]map[Kind]verdict
@@ -62,44 +64,39 @@ type verdict struct {
 	message string
 }
 
+// Option sets an optional part of a Manager at construction.
+type Option func(*Manager)
+
+// WithRecorder makes failed probes record upstream's Unhealthy events
+// ("Liveness probe failed: ...") instead of only logging them.
+func WithRecorder(rec events.Recorder) Option { return func(m *Manager) { m.rec = rec } }
+
+// WithMetrics counts every probe run in the prober's metrics
+// (prober_probe_total, prober_probe_duration_seconds); a worker's series
+// go when it stops.
+func WithMetrics(metrics *kubeletmetrics.Metrics) Option {
+	return func(m *Manager) { m.metrics = metrics }
+}
+
 // New returns a manager probing through the CRI client rt; onChange is
 // called (from a worker goroutine) when a verdict changes so that the pod is
 // synced and its status reported.
-func New(rt criexec.Execer, log *slog.Logger, onChange func(types.UID)) *Manager {
+func New(rt criexec.Execer, log *slog.Logger, onChange func(types.UID), opts ...Option) *Manager {
 	return NewWithRunner(func(ctx context.Context, p *corev1.Probe, t Target) (Result, string, error) {
 		return Run(ctx, rt, p, t)
-	}, clock.RealClock{}, log, onChange)
+	}, clock.RealClock{}, log, onChange, opts...)
 }
 
 // NewWithRunner is New with the probe execution and clock injected.
-func NewWithRunner(run RunFunc, clk clock.WithTicker, log *slog.Logger, onChange func(types.UID)) *Manager {
+func NewWithRunner(run RunFunc, clk clock.WithTicker, log *slog.Logger, onChange func(types.UID), opts ...Option) *Manager {
 	if onChange == nil {
 		onChange = func(types.UID) {}
 	}
-	return &Manager{log: log, run: run, clock: clk, onChange: onChange, workers: map[key]*worker{}, results: map[string]map[Kind]verdict{}}
-}
-
-// SetRecorder makes failed probes record upstream's Unhealthy events
-// ("Liveness probe failed: ...") instead of only logging them.
-func (m *Manager) SetRecorder(rec events.Recorder) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.rec = rec
-}
-
-// SetMetrics counts every probe run in the prober's metrics
-// (prober_probe_total, prober_probe_duration_seconds); a worker's series
-// go when it stops.
-func (m *Manager) SetMetrics(metrics *kubeletmetrics.Metrics) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.metrics = metrics
-}
-
-func (m *Manager) probeMetrics() *kubeletmetrics.Metrics {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.metrics
+	m := &Manager{log: log, run: run, clock: clk, onChange: onChange, workers: map[key]*worker{}, results: map[string]map[Kind]verdict{}}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
 }
 
 // dropSeries deletes the series of a worker that ended, unless a live
@@ -109,7 +106,6 @@ func (m *Manager) probeMetrics() *kubeletmetrics.Metrics {
 func (m *Manager) dropSeries(w *worker) {
 	tg := w.snapshot()
 	m.mu.Lock()
-	metrics := m.metrics
 	for k, o := range m.workers {
 		if o != w && k.uid == w.key.uid && k.kind == w.key.kind && o.probeName() == tg.Container.Name {
 			m.mu.Unlock()
@@ -117,13 +113,7 @@ func (m *Manager) dropSeries(w *worker) {
 		}
 	}
 	m.mu.Unlock()
-	metrics.ProbeStopped(w.metricTarget(tg))
-}
-
-func (m *Manager) recorder() events.Recorder {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.rec
+	m.metrics.ProbeStopped(w.metricTarget(tg))
 }
 
 // Sync starts workers for the probes of every running container of the pod
@@ -374,7 +364,7 @@ func (w *worker) loop() {
 // record records a Warning event about the probed container, or logs it
 // when there is no recorder.
 func (w *worker) record(tg Target, reason, format string, args ...any) {
-	if rec := w.m.recorder(); rec != nil {
+	if rec := w.m.rec; rec != nil {
 		rec.Eventf(events.ContainerRef(tg.Pod, tg.Container), corev1.EventTypeWarning, reason, format, args...)
 	} else if w.m.log != nil {
 		w.m.log.Info("probe "+reason, "pod", tg.Pod.Namespace+"/"+tg.Pod.Name, "container", tg.Container.Name, "message", fmt.Sprintf(format, args...))
@@ -425,7 +415,7 @@ func (w *worker) probeOnce(ctx context.Context, start time.Time, initial time.Du
 	case Unknown:
 		res = Failure // an unjudged run without an error counts as a failure, unreported
 	}
-	w.m.probeMetrics().Probed(w.metricTarget(tg), resultLabel(res), w.m.clock.Since(began))
+	w.m.metrics.Probed(w.metricTarget(tg), resultLabel(res), w.m.clock.Since(began))
 	if res == *last {
 		*run++
 	} else {

@@ -101,10 +101,9 @@ func TestReadinessThresholds(t *testing.T) {
 func TestLivenessFailureAndStartupGate(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	s := &script{results: map[Kind][]Result{Startup: {Success}, Liveness: {Failure, Failure}}, calls: make(chan Kind, 10)}
-	m := NewWithRunner(s.run, clk, nil, nil)
-	defer m.Stop()
 	rec := record.NewFakeRecorder(10)
-	m.SetRecorder(rec)
+	m := NewWithRunner(s.run, clk, nil, nil, WithRecorder(rec))
+	defer m.Stop()
 	grace := int64(3)
 	c := corev1.Container{Name: "app",
 		StartupProbe:  &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 3},
@@ -188,10 +187,9 @@ func TestSidecarProbed(t *testing.T) {
 func TestProbeMetrics(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	s := &script{results: map[Kind][]Result{Readiness: {Success, Failure, Success, Success}}, calls: make(chan Kind, 10)}
-	m := NewWithRunner(s.run, clk, nil, nil)
-	defer m.Stop()
 	metrics := kubeletmetrics.New()
-	m.SetMetrics(metrics)
+	m := NewWithRunner(s.run, clk, nil, nil, WithMetrics(metrics))
+	defer m.Stop()
 	c := corev1.Container{Name: "app", ReadinessProbe: &corev1.Probe{PeriodSeconds: 1}}
 	pod, st := podWith(c)
 	pod.Namespace, pod.Name = "ns", "web"
@@ -240,10 +238,9 @@ func TestProbeMetrics(t *testing.T) {
 func TestProbeWarningIsSuccessWithEvent(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	s := &script{results: map[Kind][]Result{Liveness: {Warning, Warning}}, calls: make(chan Kind, 10)}
-	m := NewWithRunner(s.run, clk, nil, nil)
-	defer m.Stop()
 	rec := record.NewFakeRecorder(10)
-	m.SetRecorder(rec)
+	m := NewWithRunner(s.run, clk, nil, nil, WithRecorder(rec))
+	defer m.Stop()
 	c := corev1.Container{Name: "app", LivenessProbe: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1}}
 	pod, st := podWith(c)
 	spec := &pod.Spec.Containers[0]
@@ -302,12 +299,10 @@ func TestProbeErrorKeepsVerdict(t *testing.T) {
 		calls <- struct{}{}
 		return Unknown, "", errors.New("boom")
 	}
-	m := NewWithRunner(run, clocktesting.NewFakeClock(time.Now()), nil, nil)
-	defer m.Stop()
 	rec := record.NewFakeRecorder(10)
-	m.SetRecorder(rec)
 	metrics := kubeletmetrics.New()
-	m.SetMetrics(metrics)
+	m := NewWithRunner(run, clocktesting.NewFakeClock(time.Now()), nil, nil, WithRecorder(rec), WithMetrics(metrics))
+	defer m.Stop()
 	c := corev1.Container{Name: "app", LivenessProbe: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1}}
 	pod, st := podWith(c)
 	m.Sync(pod, st)

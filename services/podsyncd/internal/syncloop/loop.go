@@ -170,9 +170,7 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt criapi.RuntimeService, pod
 		if l.workers != nil {
 			l.workers.Trigger(uid)
 		}
-	})
-	l.probes.SetRecorder(rm.Recorder())
-	l.probes.SetMetrics(opts.Metrics)
+	}, prober.WithRecorder(rm.Recorder()), prober.WithMetrics(opts.Metrics))
 	rm.SetHealth(l.probes)
 	if opts.Cgroups != nil {
 		opts.Cgroups.SetActivePods(l.activePods)

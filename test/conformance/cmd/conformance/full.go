@@ -222,7 +222,8 @@ func full(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "conformance: run recorded in %s\n", *record)
 	}
 	if *reportPath != "" {
-		if err := writeReport(*reportPath, *reasonsPath, recordedNodeColumns(), recordedFullColumns()); err != nil {
+		nodeCols := recordedNodeColumns()
+		if err := writeReport(*reportPath, *reasonsPath, conformance.NodePage(len(nodeCols)), nodeCols, recordedFullColumns()); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "conformance: report written to %s\n", *reportPath)

@@ -2,6 +2,7 @@
 // cluster whose only node is microlet, and writes the report.
 //
 //	conformance run -e2e-test F -agnhost F -nonewprivs F [-ginkgo F -procs N] [-focus RE] [-skip RE] [-results D] [-report docs/conformance.md]
+//	conformance run -e2e-node-test F -agnhost F -nonewprivs F [...] [-focus-file RE] [-skip-file RE]
 //	conformance report -junit [NAME=]FILE [-junit ...] [-reasons F] [-o FILE]
 //	conformance images -agnhost F -nonewprivs F
 //
@@ -12,7 +13,10 @@
 // (serially, or in parallel through the ginkgo CLI), prints passed, failed
 // and skipped, keeps the junit file, the suite's output, microlet's and the
 // control plane's logs in the results directory and, with -report, writes
-// the Markdown report. It exits 1 when a selected spec failed. report
+// the Markdown report. With -e2e-node-test it runs the kubelet's own node
+// suite (e2e_node.test) instead, against the same node given a static pod
+// directory and a cluster domain, and writes that suite's page
+// (docs/conformance-e2enode.md). It exits 1 when a selected spec failed. report
 // writes the Markdown report from junit files alone; images only imports
 // the images. hack/conformance.sh builds the inputs and calls run.
 package main
@@ -135,11 +139,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	imgs.register(fs)
 	suite := conformance.Suite{Out: out}
 	fs.StringVar(&suite.E2ETest, "e2e-test", "", "the suite binary (hack/build-e2e.sh e2e.test)")
+	e2eNodeTest := fs.String("e2e-node-test", "", "run the kubelet's node suite, this e2e_node.test (hack/build-e2e.sh e2e_node.test), instead of -e2e-test")
+	fs.StringVar(&suite.FocusFile, "focus-file", "", "only specs defined in files matching this (Ginkgo --focus-file; with -e2e-node-test default conformance.E2ENodeFocusFile)")
+	fs.StringVar(&suite.SkipFile, "skip-file", "", "leave out specs defined in files matching this (Ginkgo --skip-file)")
 	fs.StringVar(&suite.Ginkgo, "ginkgo", "", "the ginkgo CLI (hack/build-e2e.sh ginkgo), for -procs > 1")
 	fs.IntVar(&suite.Procs, "procs", 1, "parallel suite processes (needs -ginkgo)")
 	fs.StringVar(&suite.Kubectl, "kubectl", "", "kubectl the suite shells out to (default: hack/build-kubectl.sh's)")
-	fs.StringVar(&suite.Focus, "focus", conformance.DefaultFocus, "specs to run (regular expression)")
-	fs.StringVar(&suite.Skip, "skip", conformance.DefaultSkip, "specs to leave out (regular expression)")
+	fs.StringVar(&suite.Focus, "focus", conformance.DefaultFocus, "specs to run (regular expression; with -e2e-node-test default conformance.E2ENodeFocus)")
+	fs.StringVar(&suite.Skip, "skip", conformance.DefaultSkip, "specs to leave out (regular expression; with -e2e-node-test default conformance.E2ENodeSkip)")
 	fs.DurationVar(&suite.Timeout, "timeout", 3*time.Hour, "limit of the whole suite")
 	fs.BoolVar(&suite.DryRun, "dry-run", false, "list the selected specs; start nothing")
 	results := fs.String("results", "_output/conformance", "results directory (junit, logs); emptied at start")
@@ -152,6 +159,28 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	record := fs.String("record", "", "keep this run's junit file, trimmed to the selected specs (conformance.TrimJUnit), and meta.json in this directory; the report then reads them from there")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	page := conformance.NodePage
+	if *e2eNodeTest != "" {
+		if suite.E2ETest != "" || *kubelet != "" {
+			return errors.New("-e2e-node-test runs instead of -e2e-test, on microlet (no -kubelet)")
+		}
+		suite.E2ETest = *e2eNodeTest
+		page = func(int) conformance.Page { return conformance.E2ENodePage }
+		// The node suite's own selection, where no flag says otherwise.
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["focus"] {
+			suite.Focus = conformance.E2ENodeFocus
+		}
+		if !set["skip"] {
+			suite.Skip = conformance.E2ENodeSkip
+		}
+		if !set["focus-file"] {
+			suite.FocusFile = conformance.E2ENodeFocusFile
+		}
+		// Dry runs list specs with the node suite's flags too.
+		suite.Node = &conformance.NodeE2E{Host: "https://127.0.0.1:6443", NodeName: "dry-run", DNSDomain: e2eNodeClusterDomain}
 	}
 	if suite.E2ETest == "" {
 		return errors.New("-e2e-test is required (hack/build-e2e.sh e2e.test)")
@@ -218,7 +247,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	shimArgs := []string{conformance.MirrorFlag(mirror)}
 
 	step("starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager")
-	cp, err := controlplane.Start(ctx, controlplane.Options{Scheduler: true, ControllerManager: true})
+	cpOpts := controlplane.Options{Scheduler: true, ControllerManager: true}
+	if suite.Node != nil {
+		// As the node suite's own API server (test/e2e_node/services):
+		// it does not wait for a namespace's default ServiceAccount
+		// before creating pods, so that admission must not require one.
+		cpOpts.ExtraAPIServerArgs = []string{"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"}
+	}
+	cp, err := controlplane.Start(ctx, cpOpts)
 	if err != nil {
 		return err
 	}
@@ -238,13 +274,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		defer func() { _ = nodeLog.Close() }()
 		step("starting the microlet node (log: %s)", nodeLog.Name())
-		n, err := conformance.StartNode(ctx, cp, conformance.NodeOptions{Bins: bins, Name: *nodeName, Out: nodeLog,
-			Args: map[string][]string{components.RuntimeShim: shimArgs}})
+		opts := conformance.NodeOptions{Bins: bins, Name: *nodeName, Out: nodeLog,
+			Args: map[string][]string{components.RuntimeShim: shimArgs}}
+		if suite.Node != nil {
+			opts.StaticPods, opts.ClusterDomain, opts.CgroupRoot, opts.Port = true, e2eNodeClusterDomain, "/", conformance.KubeletPort
+		}
+		n, err := conformance.StartNode(ctx, cp, opts)
 		if err != nil {
 			return err
 		}
 		defer n.Stop()
 		nodeName2 = n.Name
+		if suite.Node != nil {
+			suite.Node = &conformance.NodeE2E{Host: cp.Host(), BearerToken: cp.AdminToken(), NodeName: n.Name,
+				DNSDomain: e2eNodeClusterDomain, RuntimeEndpoint: components.Endpoint(n.RunDir(), components.RuntimeShim)}
+		}
 	} else {
 		nodeKind = conformance.KubeletNodeName
 		k, err := startKubelet(ctx, cp, *kubelet, bins, *nodeName, suite.ResultsDir, shimArgs, step)
@@ -273,6 +317,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	command0 := "make conformance"
 	if *kubelet != "" {
 		command0 += " RUNTIME_ONLY=1"
+	}
+	if suite.Node != nil {
+		command0 += " SUITE=e2enode" + e2eNodeSelection(suite)
 	}
 	meta := conformance.Meta{
 		Node: nodeKind, E2E: *e2eVersion, Microlet: microletVersion, Procs: suite.Procs,
@@ -328,7 +375,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 				cols[i], cols[j] = cols[j], cols[i]
 			}
 		}
-		if err := writeReport(*reportPath, *reasonsPath, cols, recordedFullColumns()); err != nil {
+		fulls := recordedFullColumns()
+		if suite.Node != nil {
+			fulls = nil
+		}
+		if err := writeReport(*reportPath, *reasonsPath, page(len(cols)), cols, fulls); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "conformance: report written to %s\n", *reportPath)
@@ -394,6 +445,7 @@ func report(args []string) error {
 	var fulls junitFlags
 	fs.Var(&fulls, "full", "NAME=DIR: a recorded full-suite run (DIR/<phase>/junit_01.xml, DIR/meta.json); repeat for more columns, microlet's first")
 	reasons := fs.String("reasons", "test/conformance/reasons.yaml", "failure reasons (test name regexp → reason, owner)")
+	e2eNode := fs.Bool("e2e-node", false, "the runs are of e2e_node.test (make conformance SUITE=e2enode): that suite's page")
 	outPath := fs.String("o", "docs/conformance.md", "the Markdown report to write")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -401,13 +453,17 @@ func report(args []string) error {
 	if len(junits) == 0 {
 		return errors.New("at least one -junit is required")
 	}
-	return writeReport(*outPath, *reasons, junits, fulls)
+	p := conformance.NodePage(len(junits))
+	if *e2eNode {
+		p = conformance.E2ENodePage
+	}
+	return writeReport(*outPath, *reasons, p, junits, fulls)
 }
 
 // generator names the command that makes the report, inside it.
 const generator = "`hack/conformance-report.sh` (`go run ./test/conformance/cmd/conformance report`)"
 
-func writeReport(outPath, reasonsPath string, junits, fulls []string) error {
+func writeReport(outPath, reasonsPath string, page conformance.Page, junits, fulls []string) error {
 	reasons, err := conformance.LoadReasons(reasonsPath)
 	if err != nil {
 		return err
@@ -432,7 +488,7 @@ func writeReport(outPath, reasonsPath string, junits, fulls []string) error {
 	if err != nil {
 		return err
 	}
-	if err := conformance.WriteReport(f, cols, reasons, generator); err != nil {
+	if err := conformance.WritePage(f, page, cols, reasons, generator); err != nil {
 		_ = f.Close()
 		return err
 	}
@@ -461,6 +517,25 @@ func writeReport(outPath, reasonsPath string, junits, fulls []string) error {
 	}
 	return f.Close()
 }
+
+// e2eNodeSelection is how a node suite run's selection differs from
+// SUITE=e2enode's default, as make conformance variables.
+func e2eNodeSelection(s conformance.Suite) string {
+	var b strings.Builder
+	for _, v := range [][3]string{
+		{"FOCUS", s.Focus, conformance.E2ENodeFocus}, {"SKIP", s.Skip, conformance.E2ENodeSkip},
+		{"FOCUS_FILE", s.FocusFile, conformance.E2ENodeFocusFile}, {"SKIP_FILE", s.SkipFile, ""},
+	} {
+		if v[1] != v[2] {
+			fmt.Fprintf(&b, " %s='%s'", v[0], v[1])
+		}
+	}
+	return b.String()
+}
+
+// e2eNodeClusterDomain is the node's clusterDomain in an e2e_node.test run
+// (the suite's --dns-domain): the kubelet's usual one.
+const e2eNodeClusterDomain = "cluster.local"
 
 // The recorded runs docs/conformance.md is made from
 // (hack/conformance-report.sh lists the same).
