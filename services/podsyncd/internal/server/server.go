@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -308,6 +310,23 @@ func (s *Server) GetNodePressure(context.Context, *podsyncv1.GetNodePressureRequ
 	resp.PidPressure = p.Has(corev1.NodePIDPressure)
 	for _, sig := range p.Signals {
 		resp.Signals = append(resp.Signals, string(sig))
+	}
+	return resp, nil
+}
+
+// GetDeviceResources implements PodSyncService: the extended resources the
+// registered device plugins advertise, sorted by name; none before the
+// device manager has started.
+func (s *Server) GetDeviceResources(context.Context, *podsyncv1.GetDeviceResourcesRequest) (*podsyncv1.GetDeviceResourcesResponse, error) {
+	resp := &podsyncv1.GetDeviceResourcesResponse{}
+	devices := s.devices.Load()
+	if devices == nil {
+		return resp, nil
+	}
+	res := devices.Resources()
+	for _, name := range slices.Sorted(maps.Keys(res)) {
+		r := res[name]
+		resp.Resources = append(resp.Resources, &podsyncv1.DeviceResource{Name: name, Capacity: r.Capacity, Allocatable: r.Allocatable})
 	}
 	return resp, nil
 }
