@@ -138,3 +138,31 @@ func ReadyCondition(pod *corev1.Pod, cr corev1.PodCondition, conds []corev1.PodC
 	}
 	return ready
 }
+
+// FindContainer returns the container of pod named name, looking in the
+// containers, then the init containers and, when ephemeral is true, the
+// ephemeral containers; nil when there is none or pod is nil. The result
+// points into pod (an ephemeral container's common part is reinterpreted as
+// a Container, not copied), so callers must not modify it when pod is shared.
+// Pass ephemeral=false where upstream looks only at containers and init
+// containers (a resourceFieldRef's containerName).
+func FindContainer(pod *corev1.Pod, name string, ephemeral bool) *corev1.Container {
+	if pod == nil {
+		return nil
+	}
+	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	if ephemeral {
+		for i := range pod.Spec.EphemeralContainers {
+			if pod.Spec.EphemeralContainers[i].Name == name {
+				return (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+			}
+		}
+	}
+	return nil
+}

@@ -173,3 +173,36 @@ func TestReadyCondition(t *testing.T) {
 		})
 	}
 }
+
+func TestFindContainer(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		Containers:     []corev1.Container{{Name: "app"}},
+		InitContainers: []corev1.Container{{Name: "init"}},
+		EphemeralContainers: []corev1.EphemeralContainer{
+			{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", TTY: true}},
+		},
+	}}
+	if c := FindContainer(pod, "app", true); c != &pod.Spec.Containers[0] {
+		t.Errorf("app: got %p, want a pointer into the pod's containers", c)
+	}
+	if c := FindContainer(pod, "init", false); c != &pod.Spec.InitContainers[0] {
+		t.Errorf("init: got %p, want a pointer into the pod's init containers", c)
+	}
+	c := FindContainer(pod, "debug", true)
+	if c == nil || !c.TTY {
+		t.Fatalf("debug with ephemeral: got %+v", c)
+	}
+	c.Image = "busybox"
+	if pod.Spec.EphemeralContainers[0].Image != "busybox" {
+		t.Error("the ephemeral container is a copy, want a pointer into the pod")
+	}
+	if c := FindContainer(pod, "debug", false); c != nil {
+		t.Errorf("debug without ephemeral: got %+v, want nil", c)
+	}
+	if c := FindContainer(pod, "none", true); c != nil {
+		t.Errorf("none: got %+v, want nil", c)
+	}
+	if c := FindContainer(nil, "app", true); c != nil {
+		t.Errorf("nil pod: got %+v, want nil", c)
+	}
+}

@@ -523,6 +523,154 @@ func (x *GetNodePressureResponse) GetSignals() []string {
 	return nil
 }
 
+// GetDeviceResourcesRequest asks for the device plugins' resources.
+type GetDeviceResourcesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDeviceResourcesRequest) Reset() {
+	*x = GetDeviceResourcesRequest{}
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDeviceResourcesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDeviceResourcesRequest) ProtoMessage() {}
+
+func (x *GetDeviceResourcesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDeviceResourcesRequest.ProtoReflect.Descriptor instead.
+func (*GetDeviceResourcesRequest) Descriptor() ([]byte, []int) {
+	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{7}
+}
+
+// DeviceResource is one extended resource a device plugin advertises.
+type DeviceResource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name of the resource, e.g. "example.com/gpu".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// capacity counts every device the plugin listed, healthy or not.
+	Capacity int64 `protobuf:"varint,2,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// allocatable counts the healthy devices: 0 once the plugin's stream
+	// ended, while capacity stays.
+	Allocatable   int64 `protobuf:"varint,3,opt,name=allocatable,proto3" json:"allocatable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceResource) Reset() {
+	*x = DeviceResource{}
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceResource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceResource) ProtoMessage() {}
+
+func (x *DeviceResource) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceResource.ProtoReflect.Descriptor instead.
+func (*DeviceResource) Descriptor() ([]byte, []int) {
+	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DeviceResource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeviceResource) GetCapacity() int64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *DeviceResource) GetAllocatable() int64 {
+	if x != nil {
+		return x.Allocatable
+	}
+	return 0
+}
+
+// GetDeviceResourcesResponse lists the resources.
+type GetDeviceResourcesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// resources sorted by name.
+	Resources     []*DeviceResource `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDeviceResourcesResponse) Reset() {
+	*x = GetDeviceResourcesResponse{}
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDeviceResourcesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDeviceResourcesResponse) ProtoMessage() {}
+
+func (x *GetDeviceResourcesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_microlet_podsync_v1_podsync_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDeviceResourcesResponse.ProtoReflect.Descriptor instead.
+func (*GetDeviceResourcesResponse) Descriptor() ([]byte, []int) {
+	return file_microlet_podsync_v1_podsync_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GetDeviceResourcesResponse) GetResources() []*DeviceResource {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
 var File_microlet_podsync_v1_podsync_proto protoreflect.FileDescriptor
 
 const file_microlet_podsync_v1_podsync_proto_rawDesc = "" +
@@ -548,7 +696,14 @@ const file_microlet_podsync_v1_podsync_proto_rawDesc = "" +
 	"\x0fmemory_pressure\x18\x02 \x01(\bR\x0ememoryPressure\x12#\n" +
 	"\rdisk_pressure\x18\x03 \x01(\bR\fdiskPressure\x12!\n" +
 	"\fpid_pressure\x18\x04 \x01(\bR\vpidPressure\x12\x18\n" +
-	"\asignals\x18\x05 \x03(\tR\asignals*Z\n" +
+	"\asignals\x18\x05 \x03(\tR\asignals\"\x1b\n" +
+	"\x19GetDeviceResourcesRequest\"b\n" +
+	"\x0eDeviceResource\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bcapacity\x18\x02 \x01(\x03R\bcapacity\x12 \n" +
+	"\vallocatable\x18\x03 \x01(\x03R\vallocatable\"_\n" +
+	"\x1aGetDeviceResourcesResponse\x12A\n" +
+	"\tresources\x18\x01 \x03(\v2#.microlet.podsync.v1.DeviceResourceR\tresources*Z\n" +
 	"\n" +
 	"MetricsSet\x12\x1b\n" +
 	"\x17METRICS_SET_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -558,12 +713,13 @@ const file_microlet_podsync_v1_podsync_proto_rawDesc = "" +
 	"\x18WORKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14WORKER_STATE_SYNCING\x10\x01\x12\x1c\n" +
 	"\x18WORKER_STATE_TERMINATING\x10\x02\x12\x1b\n" +
-	"\x17WORKER_STATE_TERMINATED\x10\x032\xc8\x02\n" +
+	"\x17WORKER_STATE_TERMINATED\x10\x032\xbf\x03\n" +
 	"\x0ePodSyncService\x12i\n" +
 	"\x0eListPodWorkers\x12*.microlet.podsync.v1.ListPodWorkersRequest\x1a+.microlet.podsync.v1.ListPodWorkersResponse\x12l\n" +
 	"\x0fGetNodePressure\x12+.microlet.podsync.v1.GetNodePressureRequest\x1a,.microlet.podsync.v1.GetNodePressureResponse\x12]\n" +
 	"\n" +
-	"GetMetrics\x12&.microlet.podsync.v1.GetMetricsRequest\x1a'.microlet.podsync.v1.GetMetricsResponseBBZ@github.com/microlet/microlet/proto/microlet/podsync/v1;podsyncv1b\x06proto3"
+	"GetMetrics\x12&.microlet.podsync.v1.GetMetricsRequest\x1a'.microlet.podsync.v1.GetMetricsResponse\x12u\n" +
+	"\x12GetDeviceResources\x12..microlet.podsync.v1.GetDeviceResourcesRequest\x1a/.microlet.podsync.v1.GetDeviceResourcesResponseBBZ@github.com/microlet/microlet/proto/microlet/podsync/v1;podsyncv1b\x06proto3"
 
 var (
 	file_microlet_podsync_v1_podsync_proto_rawDescOnce sync.Once
@@ -578,33 +734,39 @@ func file_microlet_podsync_v1_podsync_proto_rawDescGZIP() []byte {
 }
 
 var file_microlet_podsync_v1_podsync_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_microlet_podsync_v1_podsync_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_microlet_podsync_v1_podsync_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_microlet_podsync_v1_podsync_proto_goTypes = []any{
-	(MetricsSet)(0),                 // 0: microlet.podsync.v1.MetricsSet
-	(WorkerState)(0),                // 1: microlet.podsync.v1.WorkerState
-	(*GetMetricsRequest)(nil),       // 2: microlet.podsync.v1.GetMetricsRequest
-	(*GetMetricsResponse)(nil),      // 3: microlet.podsync.v1.GetMetricsResponse
-	(*ListPodWorkersRequest)(nil),   // 4: microlet.podsync.v1.ListPodWorkersRequest
-	(*PodWorker)(nil),               // 5: microlet.podsync.v1.PodWorker
-	(*ListPodWorkersResponse)(nil),  // 6: microlet.podsync.v1.ListPodWorkersResponse
-	(*GetNodePressureRequest)(nil),  // 7: microlet.podsync.v1.GetNodePressureRequest
-	(*GetNodePressureResponse)(nil), // 8: microlet.podsync.v1.GetNodePressureResponse
+	(MetricsSet)(0),                    // 0: microlet.podsync.v1.MetricsSet
+	(WorkerState)(0),                   // 1: microlet.podsync.v1.WorkerState
+	(*GetMetricsRequest)(nil),          // 2: microlet.podsync.v1.GetMetricsRequest
+	(*GetMetricsResponse)(nil),         // 3: microlet.podsync.v1.GetMetricsResponse
+	(*ListPodWorkersRequest)(nil),      // 4: microlet.podsync.v1.ListPodWorkersRequest
+	(*PodWorker)(nil),                  // 5: microlet.podsync.v1.PodWorker
+	(*ListPodWorkersResponse)(nil),     // 6: microlet.podsync.v1.ListPodWorkersResponse
+	(*GetNodePressureRequest)(nil),     // 7: microlet.podsync.v1.GetNodePressureRequest
+	(*GetNodePressureResponse)(nil),    // 8: microlet.podsync.v1.GetNodePressureResponse
+	(*GetDeviceResourcesRequest)(nil),  // 9: microlet.podsync.v1.GetDeviceResourcesRequest
+	(*DeviceResource)(nil),             // 10: microlet.podsync.v1.DeviceResource
+	(*GetDeviceResourcesResponse)(nil), // 11: microlet.podsync.v1.GetDeviceResourcesResponse
 }
 var file_microlet_podsync_v1_podsync_proto_depIdxs = []int32{
-	0, // 0: microlet.podsync.v1.GetMetricsRequest.set:type_name -> microlet.podsync.v1.MetricsSet
-	1, // 1: microlet.podsync.v1.PodWorker.state:type_name -> microlet.podsync.v1.WorkerState
-	5, // 2: microlet.podsync.v1.ListPodWorkersResponse.workers:type_name -> microlet.podsync.v1.PodWorker
-	4, // 3: microlet.podsync.v1.PodSyncService.ListPodWorkers:input_type -> microlet.podsync.v1.ListPodWorkersRequest
-	7, // 4: microlet.podsync.v1.PodSyncService.GetNodePressure:input_type -> microlet.podsync.v1.GetNodePressureRequest
-	2, // 5: microlet.podsync.v1.PodSyncService.GetMetrics:input_type -> microlet.podsync.v1.GetMetricsRequest
-	6, // 6: microlet.podsync.v1.PodSyncService.ListPodWorkers:output_type -> microlet.podsync.v1.ListPodWorkersResponse
-	8, // 7: microlet.podsync.v1.PodSyncService.GetNodePressure:output_type -> microlet.podsync.v1.GetNodePressureResponse
-	3, // 8: microlet.podsync.v1.PodSyncService.GetMetrics:output_type -> microlet.podsync.v1.GetMetricsResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0,  // 0: microlet.podsync.v1.GetMetricsRequest.set:type_name -> microlet.podsync.v1.MetricsSet
+	1,  // 1: microlet.podsync.v1.PodWorker.state:type_name -> microlet.podsync.v1.WorkerState
+	5,  // 2: microlet.podsync.v1.ListPodWorkersResponse.workers:type_name -> microlet.podsync.v1.PodWorker
+	10, // 3: microlet.podsync.v1.GetDeviceResourcesResponse.resources:type_name -> microlet.podsync.v1.DeviceResource
+	4,  // 4: microlet.podsync.v1.PodSyncService.ListPodWorkers:input_type -> microlet.podsync.v1.ListPodWorkersRequest
+	7,  // 5: microlet.podsync.v1.PodSyncService.GetNodePressure:input_type -> microlet.podsync.v1.GetNodePressureRequest
+	2,  // 6: microlet.podsync.v1.PodSyncService.GetMetrics:input_type -> microlet.podsync.v1.GetMetricsRequest
+	9,  // 7: microlet.podsync.v1.PodSyncService.GetDeviceResources:input_type -> microlet.podsync.v1.GetDeviceResourcesRequest
+	6,  // 8: microlet.podsync.v1.PodSyncService.ListPodWorkers:output_type -> microlet.podsync.v1.ListPodWorkersResponse
+	8,  // 9: microlet.podsync.v1.PodSyncService.GetNodePressure:output_type -> microlet.podsync.v1.GetNodePressureResponse
+	3,  // 10: microlet.podsync.v1.PodSyncService.GetMetrics:output_type -> microlet.podsync.v1.GetMetricsResponse
+	11, // 11: microlet.podsync.v1.PodSyncService.GetDeviceResources:output_type -> microlet.podsync.v1.GetDeviceResourcesResponse
+	8,  // [8:12] is the sub-list for method output_type
+	4,  // [4:8] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_microlet_podsync_v1_podsync_proto_init() }
@@ -618,7 +780,7 @@ func file_microlet_podsync_v1_podsync_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_microlet_podsync_v1_podsync_proto_rawDesc), len(file_microlet_podsync_v1_podsync_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   7,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,9 +22,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	PodSyncService_ListPodWorkers_FullMethodName  = "/microlet.podsync.v1.PodSyncService/ListPodWorkers"
-	PodSyncService_GetNodePressure_FullMethodName = "/microlet.podsync.v1.PodSyncService/GetNodePressure"
-	PodSyncService_GetMetrics_FullMethodName      = "/microlet.podsync.v1.PodSyncService/GetMetrics"
+	PodSyncService_ListPodWorkers_FullMethodName     = "/microlet.podsync.v1.PodSyncService/ListPodWorkers"
+	PodSyncService_GetNodePressure_FullMethodName    = "/microlet.podsync.v1.PodSyncService/GetNodePressure"
+	PodSyncService_GetMetrics_FullMethodName         = "/microlet.podsync.v1.PodSyncService/GetMetrics"
+	PodSyncService_GetDeviceResources_FullMethodName = "/microlet.podsync.v1.PodSyncService/GetDeviceResources"
 )
 
 // PodSyncServiceClient is the client API for PodSyncService service.
@@ -46,6 +47,10 @@ type PodSyncServiceClient interface {
 	// serve on the kubelet API: the kubelet_* families of /metrics or the
 	// prober's of /metrics/probes, with upstream's names and labels.
 	GetMetrics(ctx context.Context, in *GetMetricsRequest, opts ...grpc.CallOption) (*GetMetricsResponse, error)
+	// GetDeviceResources returns the extended resources that device plugins
+	// registered with podsyncd's device manager advertise, for nodestatusd
+	// to report in the Node's capacity and allocatable.
+	GetDeviceResources(ctx context.Context, in *GetDeviceResourcesRequest, opts ...grpc.CallOption) (*GetDeviceResourcesResponse, error)
 }
 
 type podSyncServiceClient struct {
@@ -86,6 +91,16 @@ func (c *podSyncServiceClient) GetMetrics(ctx context.Context, in *GetMetricsReq
 	return out, nil
 }
 
+func (c *podSyncServiceClient) GetDeviceResources(ctx context.Context, in *GetDeviceResourcesRequest, opts ...grpc.CallOption) (*GetDeviceResourcesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDeviceResourcesResponse)
+	err := c.cc.Invoke(ctx, PodSyncService_GetDeviceResources_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PodSyncServiceServer is the server API for PodSyncService service.
 // All implementations must embed UnimplementedPodSyncServiceServer
 // for forward compatibility.
@@ -105,6 +120,10 @@ type PodSyncServiceServer interface {
 	// serve on the kubelet API: the kubelet_* families of /metrics or the
 	// prober's of /metrics/probes, with upstream's names and labels.
 	GetMetrics(context.Context, *GetMetricsRequest) (*GetMetricsResponse, error)
+	// GetDeviceResources returns the extended resources that device plugins
+	// registered with podsyncd's device manager advertise, for nodestatusd
+	// to report in the Node's capacity and allocatable.
+	GetDeviceResources(context.Context, *GetDeviceResourcesRequest) (*GetDeviceResourcesResponse, error)
 	mustEmbedUnimplementedPodSyncServiceServer()
 }
 
@@ -123,6 +142,9 @@ func (UnimplementedPodSyncServiceServer) GetNodePressure(context.Context, *GetNo
 }
 func (UnimplementedPodSyncServiceServer) GetMetrics(context.Context, *GetMetricsRequest) (*GetMetricsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetMetrics not implemented")
+}
+func (UnimplementedPodSyncServiceServer) GetDeviceResources(context.Context, *GetDeviceResourcesRequest) (*GetDeviceResourcesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDeviceResources not implemented")
 }
 func (UnimplementedPodSyncServiceServer) mustEmbedUnimplementedPodSyncServiceServer() {}
 func (UnimplementedPodSyncServiceServer) testEmbeddedByValue()                        {}
@@ -199,6 +221,24 @@ func _PodSyncService_GetMetrics_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PodSyncService_GetDeviceResources_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDeviceResourcesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PodSyncServiceServer).GetDeviceResources(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PodSyncService_GetDeviceResources_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PodSyncServiceServer).GetDeviceResources(ctx, req.(*GetDeviceResourcesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PodSyncService_ServiceDesc is the grpc.ServiceDesc for PodSyncService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -217,6 +257,10 @@ var PodSyncService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetMetrics",
 			Handler:    _PodSyncService_GetMetrics_Handler,
+		},
+		{
+			MethodName: "GetDeviceResources",
+			Handler:    _PodSyncService_GetDeviceResources_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -21,6 +21,7 @@ import (
 	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/streaming/pkg/httpstream/wsstream"
 
+	"github.com/microlet/microlet/internal/podutil"
 	"github.com/microlet/microlet/services/nodeapi/internal/pods"
 	"github.com/microlet/microlet/services/nodeapi/internal/runtimepods"
 )
@@ -99,7 +100,7 @@ func (h *Handlers) remoteCommand(w http.ResponseWriter, r *http.Request, attach 
 			_ = streaming.WriteError(fmt.Errorf("pod %s not found", fullName), w)
 			return
 		}
-		spec := containerSpec(pod, cname)
+		spec := podutil.FindContainer(pod, cname, true)
 		if spec == nil {
 			_ = streaming.WriteError(fmt.Errorf("container %s not found in pod %s", cname, fullName), w)
 			return
@@ -259,24 +260,3 @@ func (r responder) Error(w http.ResponseWriter, _ *http.Request, err error) {
 }
 
 func podFullName(name, namespace string) string { return name + "_" + namespace }
-
-// containerSpec finds a container, init container or ephemeral container.
-func containerSpec(pod *corev1.Pod, name string) *corev1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	for i := range pod.Spec.EphemeralContainers {
-		if pod.Spec.EphemeralContainers[i].Name == name {
-			c := corev1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
-			return &c
-		}
-	}
-	return nil
-}

@@ -268,6 +268,9 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	if s.cfg.Simulate == 0 {
 		// Simulated nodes have no podsyncd: their pressure stays False.
 		in.Pressure = setters.NewPressure(podSync.Get)
+		devices := sources.NewDevices(env.Common.Endpoint(components.PodSyncd), maxAge)
+		defer devices.Close()
+		in.Devices = setters.NewDevices(devices.Get)
 	}
 	in.Extra = s.extra
 	in.ReadyErrors = s.ready

@@ -65,6 +65,9 @@ type Inputs struct {
 	Cloud func(ctx context.Context) sources.CloudState
 	// Pressure judges the host's stats.
 	Pressure *Pressure
+	// Devices reads the device plugins' extended resources; nil means
+	// none.
+	Devices *Devices
 	// EvictionHard are the hard thresholds subtracted from allocatable.
 	EvictionHard []evictionapi.Threshold
 	// Reserved is kube-reserved plus system-reserved.
@@ -233,13 +236,15 @@ func lookupIP(hostname string) (net.IP, error) {
 
 // MachineInfo sets capacity and allocatable: cpu, memory, hugepages,
 // ephemeral-storage and pods, allocatable minus reserved and minus the hard
-// eviction thresholds (memory and nodefs) and hugepages from memory.
+// eviction thresholds (memory and nodefs) and hugepages from memory, plus
+// the extended resources of device plugins (in.Devices) as the kubelet's
+// setter adds its device manager's.
 //
 // The lists depend only on the inputs and the filesystem's size, so the last
 // pair is kept in in.Machine (when set) and shared, read-only, by every
 // sync of every node that shares the Inputs.
 func MachineInfo(in *Inputs) Setter {
-	return func(_ context.Context, node *corev1.Node) error {
+	return func(ctx context.Context, node *corev1.Node) error {
 		var fsCapacity uint64
 		var statsErr error
 		if in.Stats != nil {
@@ -250,7 +255,7 @@ func MachineInfo(in *Inputs) Setter {
 		}
 		if statsErr == nil {
 			if c, a, ok := in.Machine.get(fsCapacity); ok {
-				node.Status.Capacity, node.Status.Allocatable = keepOthers(node, c, a, in.Reserved)
+				node.Status.Capacity, node.Status.Allocatable = withOthers(ctx, in, node, c, a)
 				return nil
 			}
 		}
@@ -295,13 +300,20 @@ func MachineInfo(in *Inputs) Setter {
 			}
 			allocatable[name] = v
 		}
-		node.Status.Capacity, node.Status.Allocatable = keepOthers(node, capacity, allocatable, in.Reserved)
+		node.Status.Capacity, node.Status.Allocatable = withOthers(ctx, in, node, capacity, allocatable)
 		if statsErr != nil {
 			return statsErr
 		}
 		in.Machine.put(fsCapacity, capacity, allocatable)
 		return nil
 	}
+}
+
+// withOthers returns ours plus the resources others advertise
+// (keepOthers) plus the device plugins' (in.Devices).
+func withOthers(ctx context.Context, in *Inputs, node *corev1.Node, capacity, allocatable corev1.ResourceList) (corev1.ResourceList, corev1.ResourceList) {
+	c, a := keepOthers(node, capacity, allocatable, in.Reserved)
+	return in.Devices.overlay(ctx, c, a)
 }
 
 // keepOthers returns the node's capacity and allocatable: ours (the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
 )
 
@@ -40,4 +42,42 @@ func (p *PodSync) read(ctx context.Context, client podsyncv1.PodSyncServiceClien
 	}
 	return PressureState{Synchronized: resp.GetSynchronized(), Memory: resp.GetMemoryPressure(),
 		Disk: resp.GetDiskPressure(), PID: resp.GetPidPressure(), Signals: resp.GetSignals()}
+}
+
+// DeviceResources is one reading of podsyncd's device manager: the
+// extended resources device plugins advertise.
+type DeviceResources struct {
+	// Err is set when podsyncd could not be asked.
+	Err error
+	// Capacity counts every device of each resource, Allocatable the
+	// healthy ones.
+	Capacity, Allocatable map[corev1.ResourceName]int64
+}
+
+// Devices is a cached client of podsyncd's GetDeviceResources: device
+// plugins register with podsyncd, nodestatusd reports their resources.
+type Devices struct {
+	cachedPeer[podsyncv1.PodSyncServiceClient, DeviceResources]
+}
+
+// NewDevices returns a device-resources source; readings younger than
+// maxAge are reused.
+func NewDevices(endpoint string, maxAge time.Duration) *Devices {
+	d := &Devices{}
+	d.cachedPeer = newCachedPeer("podsyncd", endpoint, podsyncv1.NewPodSyncServiceClient, maxAge, d.read,
+		func(err error) DeviceResources { return DeviceResources{Err: err} })
+	return d
+}
+
+func (d *Devices) read(ctx context.Context, client podsyncv1.PodSyncServiceClient) DeviceResources {
+	resp, err := client.GetDeviceResources(ctx, &podsyncv1.GetDeviceResourcesRequest{})
+	if err != nil {
+		return DeviceResources{Err: d.peer.wrap(err)}
+	}
+	out := DeviceResources{Capacity: map[corev1.ResourceName]int64{}, Allocatable: map[corev1.ResourceName]int64{}}
+	for _, r := range resp.GetResources() {
+		out.Capacity[corev1.ResourceName(r.GetName())] = r.GetCapacity()
+		out.Allocatable[corev1.ResourceName(r.GetName())] = r.GetAllocatable()
+	}
+	return out
 }

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/kubectl/pkg/util/fieldpath"
 	kubectlresource "k8s.io/kubectl/pkg/util/resource"
+
+	"github.com/microlet/microlet/internal/podutil"
 )
 
 // Source reads the objects a pod refers to. Errors that are NotFound
@@ -255,7 +257,7 @@ func FieldValue(pod *corev1.Pod, path string, info Info) (string, error) {
 func ResourceValue(pod *corev1.Pod, self *corev1.Container, ref *corev1.ResourceFieldSelector, allocatable corev1.ResourceList) (string, error) {
 	c := self
 	if ref.ContainerName != "" && ref.ContainerName != self.Name {
-		c = findContainer(pod, ref.ContainerName)
+		c = podutil.FindContainer(pod, ref.ContainerName, false)
 		if c == nil {
 			return "", fmt.Errorf("resourceFieldRef: no container %q", ref.ContainerName)
 		}
@@ -273,18 +275,6 @@ func ResourceValue(pod *corev1.Pod, self *corev1.Container, ref *corev1.Resource
 		}
 	}
 	return kubectlresource.ExtractContainerResourceValue(ref, &defaulted)
-}
-
-// findContainer is the pod's container or init container of that name.
-func findContainer(pod *corev1.Pod, name string) *corev1.Container {
-	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-		for i := range list {
-			if list[i].Name == name {
-				return &list[i]
-			}
-		}
-	}
-	return nil
 }
 
 // Expand replaces $(VAR) with earlier values; $$ escapes a dollar and an

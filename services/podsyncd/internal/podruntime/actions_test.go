@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/microlet/microlet/internal/podutil"
 )
 
 func testPod(policy corev1.RestartPolicy, inits int) *corev1.Pod {
@@ -24,12 +26,12 @@ func testPod(policy corev1.RestartPolicy, inits int) *corev1.Pod {
 }
 
 func running(p *corev1.Pod, name string) ContainerStatus {
-	c := findContainer(p, name)
+	c := podutil.FindContainer(p, name, true)
 	return ContainerStatus{ID: name + "-id", Name: name, State: StateRunning, Hash: HashContainer(c)}
 }
 
 func exited(p *corev1.Pod, name string, code int32) ContainerStatus {
-	c := findContainer(p, name)
+	c := podutil.FindContainer(p, name, true)
 	return ContainerStatus{ID: name + "-id", Name: name, State: StateExited, ExitCode: code, Hash: HashContainer(c), FinishedAt: time.Now()}
 }
 

@@ -159,7 +159,7 @@ func pidTarget(pod *corev1.Pod, c *corev1.Container, kind containerKind, st *Pod
 func (m *Manager) killContainer(ctx context.Context, pod *corev1.Pod, id, name, message string, grace *int64) error {
 	g := gracePeriod(pod, grace)
 	start := m.opts.Clock.Now()
-	c := findContainer(pod, name)
+	c := podutil.FindContainer(pod, name, true)
 	if c != nil {
 		if message == "" {
 			message = "Stopping container " + c.Name
@@ -180,28 +180,6 @@ func (m *Manager) killContainer(ctx context.Context, pod *corev1.Pod, id, name, 
 	}
 	if err := m.rt.StopContainer(ctx, id, g); err != nil {
 		return fmt.Errorf("stop container %s (%s): %w", name, id, err)
-	}
-	return nil
-}
-
-func findContainer(pod *corev1.Pod, name string) *corev1.Container {
-	if pod == nil {
-		return nil
-	}
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	for i := range pod.Spec.EphemeralContainers {
-		if pod.Spec.EphemeralContainers[i].Name == name {
-			return (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
-		}
 	}
 	return nil
 }

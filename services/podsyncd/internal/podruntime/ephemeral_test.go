@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/events"
+
+	"github.com/microlet/microlet/internal/podutil"
 )
 
 func withEphemeral(p *corev1.Pod, names ...string) *corev1.Pod {
@@ -23,7 +25,7 @@ func TestComputePodActionsEphemeral(t *testing.T) {
 	withInit := withEphemeral(testPod(corev1.RestartPolicyAlways, 1), "debug")
 	initNever := withEphemeral(testPod(corev1.RestartPolicyNever, 1), "debug")
 	eph := func(p *corev1.Pod, name string, state ContainerState) ContainerStatus {
-		c := findContainer(p, name)
+		c := podutil.FindContainer(p, name, true)
 		return ContainerStatus{ID: name + "-id", Name: name, State: state, Hash: HashContainer(c)}
 	}
 	tests := []struct {
@@ -60,15 +62,15 @@ func TestComputePodActionsEphemeral(t *testing.T) {
 func TestPIDTarget(t *testing.T) {
 	p := withEphemeral(testPod(corev1.RestartPolicyAlways, 0), "debug")
 	p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "plain"}})
-	debug := findContainer(p, "debug")
+	debug := podutil.FindContainer(p, "debug", true)
 	st := &PodStatus{Containers: []ContainerStatus{running(p, "a")}}
 	if id, err := pidTarget(p, debug, kindEphemeral, st); err != nil || id != "a-id" {
 		t.Fatalf("target of debug = %q, %v; want a-id", id, err)
 	}
-	if id, err := pidTarget(p, findContainer(p, "plain"), kindEphemeral, st); err != nil || id != "" {
+	if id, err := pidTarget(p, podutil.FindContainer(p, "plain", true), kindEphemeral, st); err != nil || id != "" {
 		t.Fatalf("target of an untargeted container = %q, %v", id, err)
 	}
-	if id, err := pidTarget(p, findContainer(p, "a"), kindRegular, st); err != nil || id != "" {
+	if id, err := pidTarget(p, podutil.FindContainer(p, "a", true), kindRegular, st); err != nil || id != "" {
 		t.Fatalf("target of a regular container = %q, %v", id, err)
 	}
 	if _, err := pidTarget(p, debug, kindEphemeral, &PodStatus{}); err == nil || err.Error() != "unable to find target container a" {
@@ -78,7 +80,7 @@ func TestPIDTarget(t *testing.T) {
 
 func TestEphemeralLabelAndEvents(t *testing.T) {
 	p := withEphemeral(testPod(corev1.RestartPolicyAlways, 0), "debug")
-	c := findContainer(p, "debug")
+	c := podutil.FindContainer(p, "debug", true)
 	if got := containerLabels(p, c, kindEphemeral)[LabelContainerType]; got != "ephemeral" {
 		t.Errorf("container type label = %q", got)
 	}

@@ -11,6 +11,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/resources"
+
+	"github.com/microlet/microlet/internal/podutil"
 )
 
 // ActuatedState remembers the resources the runtime was last given for each
@@ -185,7 +187,7 @@ func (m *Manager) updateContainers(ctx context.Context, pod *corev1.Pod, a *Acti
 			} else {
 				next.cpuLimit, next.cpuRequest = u.desired.cpuLimit, u.desired.cpuRequest
 			}
-			c := findContainer(pod, u.Name)
+			c := podutil.FindContainer(pod, u.Name, true)
 			if c == nil {
 				continue
 			}

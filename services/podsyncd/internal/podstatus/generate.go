@@ -84,6 +84,7 @@ func Generate(in Input) corev1.PodStatus {
 			st.Phase = corev1.PodSucceeded
 		}
 	}
+	keepStoppedIPs(in, &st)
 	applyDeadline(in, &st)
 	st.Conditions = conditions(in, &st)
 	if st.Phase != corev1.PodSucceeded && st.Phase != corev1.PodFailed && len(in.ResizeConditions) > 0 {
@@ -440,4 +441,27 @@ func initialized(pod *corev1.Pod, st *corev1.PodStatus) (ok bool, reason, messag
 		return false, "ContainersNotInitialized", strings.Join(msgs, ", ")
 	}
 	return true, "", ""
+}
+
+// keepStoppedIPs keeps the pod IPs of a terminating or terminal pod whose
+// sandbox is no longer ready: the kubelet carries the IPs it saw before
+// stopping the pod into the status it sends after termination, so the pod
+// keeps podIP and podIPs until it is gone. They come from the last status
+// generated, or the API's copy after a podsyncd restart.
+func keepStoppedIPs(in Input, st *corev1.PodStatus) {
+	if len(st.PodIPs) > 0 || in.Pod.Spec.HostNetwork {
+		return
+	}
+	if !in.Terminal && in.Pod.DeletionTimestamp == nil && st.Phase != corev1.PodSucceeded && st.Phase != corev1.PodFailed {
+		return
+	}
+	old := &in.Pod.Status
+	if in.Previous != nil && len(in.Previous.PodIPs) > 0 {
+		old = in.Previous
+	}
+	if len(old.PodIPs) == 0 {
+		return
+	}
+	st.PodIPs = append([]corev1.PodIP(nil), old.PodIPs...)
+	st.PodIP = st.PodIPs[0].IP
 }

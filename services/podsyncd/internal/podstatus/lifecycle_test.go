@@ -199,3 +199,42 @@ func condition(list []corev1.PodCondition, t corev1.PodConditionType) *corev1.Po
 	}
 	return nil
 }
+
+// TestStoppedPodKeepsIPs: once the sandbox of a finished or deleted pod is
+// stopped, the status keeps the IPs it had (the kubelet's
+// preserveDataFromBeforeStopping); a running pod whose sandbox is gone
+// reports none.
+func TestStoppedPodKeepsIPs(t *testing.T) {
+	stopped := []podruntime.SandboxStatus{{ID: "s", Ready: false}}
+	exited := []podruntime.ContainerStatus{cs("a", podruntime.StateExited, 1, 0), cs("b", podruntime.StateExited, 0, 0)}
+	prev := &corev1.PodStatus{PodIP: "10.0.0.5", PodIPs: []corev1.PodIP{{IP: "10.0.0.5"}, {IP: "fd00::5"}}}
+	run := func(p *corev1.Pod, rt podruntime.PodStatus, terminal bool, prev *corev1.PodStatus) corev1.PodStatus {
+		return Generate(Input{Pod: p, Runtime: &rt, ContainerID: func(id string) string { return id }, Terminal: terminal, Now: time.Unix(1000, 0), Previous: prev})
+	}
+	// Failed pod (restartPolicy Never), sandbox stopped: IPs kept from the last status.
+	st := run(pod(corev1.RestartPolicyNever), podruntime.PodStatus{Sandboxes: stopped, Containers: exited}, true, prev)
+	if st.Phase != corev1.PodFailed || st.PodIP != "10.0.0.5" || len(st.PodIPs) != 2 || st.PodIPs[1].IP != "fd00::5" {
+		t.Fatalf("terminal: phase %s podIP %q podIPs %v, want Failed with the old IPs", st.Phase, st.PodIP, st.PodIPs)
+	}
+	// Deleted pod after a podsyncd restart: IPs kept from the API's copy.
+	p := pod(corev1.RestartPolicyAlways)
+	now := metav1.NewTime(time.Unix(900, 0))
+	p.DeletionTimestamp = &now
+	p.Status = *prev.DeepCopy()
+	st = run(p, podruntime.PodStatus{Sandboxes: stopped}, false, nil)
+	if st.PodIP != "10.0.0.5" || len(st.PodIPs) != 2 {
+		t.Fatalf("terminating: podIP %q podIPs %v, want the API's IPs", st.PodIP, st.PodIPs)
+	}
+	// A live pod whose sandbox is not ready reports no IPs.
+	st = run(pod(corev1.RestartPolicyAlways), podruntime.PodStatus{Sandboxes: stopped}, false, prev)
+	if st.PodIP != "" || len(st.PodIPs) != 0 {
+		t.Fatalf("live pod, sandbox down: podIP %q podIPs %v, want none", st.PodIP, st.PodIPs)
+	}
+	// Host network pods keep the host IP, not old pod IPs.
+	h := pod(corev1.RestartPolicyNever)
+	h.Spec.HostNetwork = true
+	st = Generate(Input{Pod: h, Runtime: &podruntime.PodStatus{Containers: exited}, ContainerID: func(id string) string { return id }, Terminal: true, HostIPs: []string{"192.0.2.1"}, Now: time.Unix(1000, 0), Previous: prev})
+	if st.PodIP != "192.0.2.1" || len(st.PodIPs) != 1 {
+		t.Fatalf("host network: podIP %q podIPs %v, want the host IP", st.PodIP, st.PodIPs)
+	}
+}

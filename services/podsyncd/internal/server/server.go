@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +31,7 @@ import (
 	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
 	"github.com/microlet/microlet/services/podsyncd/internal/containergc"
 	"github.com/microlet/microlet/services/podsyncd/internal/containerlogs"
+	"github.com/microlet/microlet/services/podsyncd/internal/devicemanager"
 	"github.com/microlet/microlet/services/podsyncd/internal/eviction"
 	"github.com/microlet/microlet/services/podsyncd/internal/imagegc"
 	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
@@ -44,6 +48,7 @@ type Config struct {
 	service.Common `yaml:",inline"`
 
 	PodLogsDir         string        `yaml:"pod_logs_dir" flag:"pod-logs-dir" usage:"root of the pod log directories (<ns>_<name>_<uid>/<container>/<restart>.log)"`
+	DevicePluginsDir   string        `yaml:"device_plugins_dir" flag:"device-plugins-dir" usage:"directory of the device plugin sockets, the Registration socket kubelet.sock among them (empty: <data-dir>/device-plugins; the kubelet's is /var/lib/kubelet/device-plugins)"`
 	BackoffInitial     time.Duration `yaml:"crashloop_backoff_initial" flag:"crashloop-backoff-initial" usage:"first CrashLoopBackOff delay"`
 	BackoffMax         time.Duration `yaml:"crashloop_backoff_max" flag:"crashloop-backoff-max" usage:"largest CrashLoopBackOff delay"`
 	RuntimeTimeout     time.Duration `yaml:"runtime_request_timeout" flag:"runtime-request-timeout" usage:"request timeout of the CRI client (cri-client): bounds each CRI call; sandbox creation gets twice it, StopContainer and ExecSync their own timeout on top; image pulls are not bounded"`
@@ -104,6 +109,7 @@ type Server struct {
 	// atomically, nil until then.
 	loop      atomic.Pointer[syncloop.Loop]
 	evictions atomic.Pointer[eviction.Manager]
+	devices   atomic.Pointer[devicemanager.Manager]
 	metrics   *kubeletmetrics.Metrics
 	// settings is the config as Register parsed it, what Run builds from.
 	settings *settings
@@ -162,6 +168,14 @@ func (s *Server) Register(env *service.Env) error {
 	return nil
 }
 
+// devicePluginsDir is DevicePluginsDir, or device-plugins in the data dir.
+func (c *Config) devicePluginsDir() string {
+	if c.DevicePluginsDir != "" {
+		return c.DevicePluginsDir
+	}
+	return filepath.Join(c.DataDir, "device-plugins")
+}
+
 // evictionConfig parses the eviction settings; every error names its key.
 func (c *Config) evictionConfig() (eviction.Config, error) {
 	hard := c.EvictionHard
@@ -214,6 +228,15 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		return err
 	}
 	defer p.close()
+	// A device plugins directory that cannot be served (not writable, a
+	// socket path too long) costs the device plugins only, not the pods.
+	devices := devicemanager.New(c.devicePluginsDir(), env.Log)
+	if err := devices.Start(ctx); err != nil {
+		env.Log.Error("device plugin manager not started; no device plugin can register", "err", err)
+	} else {
+		defer devices.Wait()
+		s.devices.Store(devices)
+	}
 	s.evictions.Store(p.evictions)
 	s.loop.Store(p.loop)
 	env.Ready()
@@ -287,6 +310,23 @@ func (s *Server) GetNodePressure(context.Context, *podsyncv1.GetNodePressureRequ
 	resp.PidPressure = p.Has(corev1.NodePIDPressure)
 	for _, sig := range p.Signals {
 		resp.Signals = append(resp.Signals, string(sig))
+	}
+	return resp, nil
+}
+
+// GetDeviceResources implements PodSyncService: the extended resources the
+// registered device plugins advertise, sorted by name; none before the
+// device manager has started.
+func (s *Server) GetDeviceResources(context.Context, *podsyncv1.GetDeviceResourcesRequest) (*podsyncv1.GetDeviceResourcesResponse, error) {
+	resp := &podsyncv1.GetDeviceResourcesResponse{}
+	devices := s.devices.Load()
+	if devices == nil {
+		return resp, nil
+	}
+	res := devices.Resources()
+	for _, name := range slices.Sorted(maps.Keys(res)) {
+		r := res[name]
+		resp.Resources = append(resp.Resources, &podsyncv1.DeviceResource{Name: name, Capacity: r.Capacity, Allocatable: r.Allocatable})
 	}
 	return resp, nil
 }

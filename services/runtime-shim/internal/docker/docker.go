@@ -74,6 +74,9 @@ type Backend struct {
 	cp    *checkpoint.Store
 	log   *slog.Logger
 	pause sync.Mutex // serialises the pause-image import
+	// remove serialises RemoveImage, so a call returns only once the image
+	// is gone, not while a concurrent removal of it is still under way.
+	remove sync.Mutex
 
 	mu   sync.Mutex
 	logs map[string]*follower // container ID -> CRI log follower

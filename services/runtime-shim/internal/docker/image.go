@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/distribution/reference"
@@ -168,12 +169,18 @@ func (b *Backend) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequ
 	return &runtimeapi.ListImagesResponse{Images: out}, nil
 }
 
-// RemoveImage removes the image with all its tags; an absent image is not an error.
+// RemoveImage removes the image with all its tags; an absent image is not
+// an error. It returns only once Docker no longer has the image: calls are
+// serialised, and Docker is asked again after the removal, so concurrent
+// removals of one image all see it gone when they return (critest's image
+// consistency spec).
 func (b *Backend) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
 	ref := req.GetImage().GetImage()
 	if ref == "" {
 		return nil, invalid("image.image", "is required")
 	}
+	b.remove.Lock()
+	defer b.remove.Unlock()
 	ins, err := b.cli.ImageInspect(ctx, ref)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
@@ -183,15 +190,33 @@ func (b *Backend) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 	}
 	// Removing by ID with force drops every tag, the CRI's meaning of
 	// removing an image.
-	if _, err := b.cli.ImageRemove(ctx, ins.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		// A concurrent RemoveImage may have won the race; Docker then
-		// answers "unrecognized image ID" rather than not-found.
-		if _, ierr := b.cli.ImageInspect(ctx, ins.ID); cerrdefs.IsNotFound(ierr) {
-			return &runtimeapi.RemoveImageResponse{}, nil
-		}
-		return nil, toStatus(err, "remove image %s", ref)
+	_, rmErr := b.cli.ImageRemove(ctx, ins.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+	if rmErr != nil && cerrdefs.IsNotFound(rmErr) {
+		rmErr = nil
 	}
-	return &runtimeapi.RemoveImageResponse{}, nil
+	// Bounded: an image someone pulls again right away stays present.
+	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// Whatever Docker answered (it says "unrecognized image ID" when
+	// another client's removal won the race), the image is removed when
+	// Docker no longer finds it.
+	for {
+		_, ierr := b.cli.ImageInspect(wait, ins.ID)
+		switch {
+		case cerrdefs.IsNotFound(ierr):
+			return &runtimeapi.RemoveImageResponse{}, nil
+		case rmErr != nil:
+			return nil, toStatus(rmErr, "remove image %s", ref)
+		case ierr != nil:
+			return nil, toStatus(ierr, "inspect image %s after removing it", ref)
+		}
+		// Docker said it removed the image but still shows it.
+		select {
+		case <-wait.Done():
+			return nil, toStatus(wait.Err(), "remove image %s: Docker still shows it", ref)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // ImageFsInfo reports the filesystem of Docker's root dir.
