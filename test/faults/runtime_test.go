@@ -14,16 +14,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/microlet/microlet/internal/grpcclient"
-	"github.com/microlet/microlet/internal/testenv"
+	"github.com/microlet/microlet/internal/testenv/controlplane"
 	"github.com/microlet/microlet/internal/testenv/node"
 	supervisorv1 "github.com/microlet/microlet/proto/microlet/supervisor/v1"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testenv.RemoveBuilt()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(controlplane.Main(m)) }
 
 // supervisor lists the node's components by name.
 type supervisor struct {
