@@ -278,6 +278,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			Args: map[string][]string{components.RuntimeShim: shimArgs}}
 		if suite.Node != nil {
 			opts.StaticPods, opts.ClusterDomain, opts.CgroupRoot, opts.Port = true, e2eNodeClusterDomain, "/", conformance.KubeletPort
+			// The device plugin specs serve their plugins in the kubelet's
+			// directory, hard-coded.
+			opts.Args[components.PodSyncd] = []string{"--device-plugins-dir=" + e2eNodeDevicePluginsDir}
 		}
 		n, err := conformance.StartNode(ctx, cp, opts)
 		if err != nil {
@@ -536,6 +539,10 @@ func e2eNodeSelection(s conformance.Suite) string {
 // e2eNodeClusterDomain is the node's clusterDomain in an e2e_node.test run
 // (the suite's --dns-domain): the kubelet's usual one.
 const e2eNodeClusterDomain = "cluster.local"
+
+// e2eNodeDevicePluginsDir is the kubelet's device plugins directory, where
+// e2e_node's device plugin specs put their sockets.
+const e2eNodeDevicePluginsDir = "/var/lib/kubelet/device-plugins"
 
 // The recorded runs docs/conformance.md is made from
 // (hack/conformance-report.sh lists the same).
