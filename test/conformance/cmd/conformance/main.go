@@ -34,6 +34,8 @@ import (
 	"strings"
 	"time"
 
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/signals"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
@@ -280,7 +282,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			opts.StaticPods, opts.ClusterDomain, opts.CgroupRoot, opts.Port = true, e2eNodeClusterDomain, "/", conformance.KubeletPort
 			// The device plugin specs serve their plugins in the kubelet's
 			// directory, hard-coded.
-			opts.Args[components.PodSyncd] = []string{"--device-plugins-dir=" + e2eNodeDevicePluginsDir}
+			opts.Args[components.PodSyncd] = []string{"--device-plugins-dir=" + pluginapi.DevicePluginPath}
 		}
 		n, err := conformance.StartNode(ctx, cp, opts)
 		if err != nil {
@@ -539,10 +541,6 @@ func e2eNodeSelection(s conformance.Suite) string {
 // e2eNodeClusterDomain is the node's clusterDomain in an e2e_node.test run
 // (the suite's --dns-domain): the kubelet's usual one.
 const e2eNodeClusterDomain = "cluster.local"
-
-// e2eNodeDevicePluginsDir is the kubelet's device plugins directory, where
-// e2e_node's device plugin specs put their sockets.
-const e2eNodeDevicePluginsDir = "/var/lib/kubelet/device-plugins"
 
 // The recorded runs docs/conformance.md is made from
 // (hack/conformance-report.sh lists the same).

@@ -6,6 +6,7 @@ package devicetest
 import (
 	"context"
 	"net"
+	"path"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -18,7 +19,7 @@ import (
 
 // RegistrationSocket is the kubelet's registration socket's file name in
 // the device plugins directory.
-const RegistrationSocket = "kubelet.sock"
+var RegistrationSocket = path.Base(pluginapi.KubeletSocket)
 
 // Plugin is a device plugin that lists the devices sent on Updates and
 // counts its ListAndWatch calls.
