@@ -9,6 +9,10 @@ RUN_DIR ?= /tmp/microlet-run
 DATA_DIR ?= /tmp/microlet-data
 MANIFEST_DIR ?= $(CURDIR)/examples/manifests
 TEST_TIMEOUT ?= 60m
+# DURATION is how long `make soak` injects faults.
+DURATION ?= 20m
+# SEED replays a soak run: the seed a run printed gives the same faults and churn.
+SEED ?=
 
 .PHONY: help build hello-image run footprint status get-pods get-node proto check-proto generate check-generate lint test test-deps bench ci clean
 
@@ -65,7 +69,8 @@ generate: ## regenerate podconfig's mirror of Kubernetes' internal core types (s
 check-generate: ## fail when the committed generated code differs from what make generate writes
 	hack/check-generate.sh
 
-lint: ## go vet, golangci-lint, buf lint, tracked-file size guard
+lint: ## go vet, golangci-lint, buf lint, tracked-file size guard, every module loads from its own go.sum
+	hack/check-modules.sh
 	$(GO) vet ./...
 	"$$(hack/tool.sh golangci-lint)" run --allow-parallel-runners ./...
 	"$$(hack/tool.sh buf)" lint
@@ -79,6 +84,9 @@ test: test-deps ## run the whole test suite with the race detector, against the 
 	MICROLET_REQUIRE_CONTROLPLANE=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	cd test/kubeletconfig && GOWORK=off $(GO) test -timeout $(TEST_TIMEOUT) ./...
 	cd services/podsyncd/upstream && GOWORK=off $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+
+soak: test-deps ## chaos soak: one node under pod churn while its services are killed, its runtime restarted, the API server stopped and its disk filled; invariants checked, one summary table (DURATION, default 20m; make test runs DURATION=3m; SEED replays a run)
+	MICROLET_SOAK_DURATION=$(DURATION) MICROLET_SOAK_SEED=$(SEED) MICROLET_REQUIRE_CONTROLPLANE=1 $(GO) test -race -count=1 -v -timeout 3h -run TestSoak ./test/soak/
 
 bench: ## run every benchmark that finishes in bounded time, short -benchtime (BENCH_SET=unit|node, HEAVY=1 adds the long runs, DRY_RUN=1 lists them; hack/bench.sh)
 	hack/bench.sh
@@ -139,3 +147,21 @@ conformance: ## run the sig-node [Conformance] e2e specs against one microlet no
 
 conformance-report: ## regenerate docs/conformance.md from the recorded runs (test/conformance/runs/), or JUNIT="[NAME=]FILE ..."
 	hack/conformance-report.sh $(JUNIT)
+
+# microlet and the upstream kubelet side by side (test/benchvs,
+# docs/performance.md): one control plane, runtime-shim on Docker, the two
+# agents one after the other. Opt-in: not part of make test.
+BATCHES ?= 10,30,100
+IDLE ?= 60s
+STEADY_PODS ?= 110
+STEADY ?= 2m
+CHURN ?= 2m
+.PHONY: bench-vs-kubelet bench-vs-kubelet-report
+bench-vs-kubelet: test-deps ## measure microlet and the upstream kubelet v1.36.3 on runtime-shim in one run: pod startup/deletion (BATCHES), idle (IDLE), STEADY_PODS pods (STEADY) and churn at 5 pods/s (CHURN): CPU, PSS, API requests, CRI calls; records test/benchvs/runs/<time>.json, writes docs/performance.md
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/benchvs ./test/benchvs/cmd/benchvs
+	$(BIN)/benchvs run -kubelet "$$(hack/build-kubelet.sh)" -batches $(BATCHES) -idle $(IDLE) -steady-pods $(STEADY_PODS) -steady $(STEADY) -churn $(CHURN) \
+	  -report docs/performance.md -command "make bench-vs-kubelet BATCHES=$(BATCHES) IDLE=$(IDLE) STEADY_PODS=$(STEADY_PODS) STEADY=$(STEADY) CHURN=$(CHURN)"
+
+bench-vs-kubelet-report: ## regenerate docs/performance.md from the newest record in test/benchvs/runs/
+	$(GO) run ./test/benchvs/cmd/benchvs report

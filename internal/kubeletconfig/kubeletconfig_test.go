@@ -140,13 +140,14 @@ func TestTranslate(t *testing.T) {
 		ReadOnlyPort:              10255,
 		TLSMinVersion:             "VersionTLS13",
 		ContainerRuntimeEndpoint:  "unix:///run/containerd/containerd.sock",
+		EnableContentionProfiling: true,
 	}
 	kc := set.DeepCopy()
 	SetDefaults(kc)
 	tr := Translate(kc, set)
 	for svc, want := range map[string][]string{
 		PodConfig:   {"--manifest-dir=/etc/kubernetes/manifests"},
-		NodeAPI:     {"--tls-min-version=VersionTLS13"},
+		NodeAPI:     {"--tls-min-version=VersionTLS13", "--read-only-port=10255"},
 		NodeStatusd: {"--max-pods=30", "--node-status-update-frequency=4s", "--node-status-report-frequency=4s", "--eviction-hard=memory.available=100Mi,nodefs.available=5%"},
 		PodSyncd:    {"--eviction-hard=memory.available=100Mi,nodefs.available=5%"},
 	} {
@@ -159,7 +160,7 @@ func TestTranslate(t *testing.T) {
 	if !slices.Contains(tr.Supervisor, "--runtime-endpoint=unix:///run/containerd/containerd.sock") {
 		t.Errorf("supervisor args %v lack the runtime endpoint", tr.Supervisor)
 	}
-	if want := []string{"readOnlyPort"}; !reflect.DeepEqual(tr.Unimplemented, want) {
+	if want := []string{"enableContentionProfiling"}; !reflect.DeepEqual(tr.Unimplemented, want) {
 		t.Errorf("Unimplemented = %v, want %v", tr.Unimplemented, want)
 	}
 	// Unset, the runtime endpoint stays runtime-shim.

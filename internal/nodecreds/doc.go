@@ -15,7 +15,11 @@
 // before the new one is written (docs/state-files.md).
 //
 // Rotate then runs client-go's certificate manager on the same store: it
-// renews the certificate at a jittered 70–90 % of its lifetime. Every
+// renews the certificate at a jittered 70–90 % of its lifetime. The manager
+// waits on a monotonic timer, which a wall clock jumping forward (or a
+// machine's sleep) does not move; the Rotator checks the wall clock every
+// minute and, past 90 % of the lifetime, starts a new manager, which
+// rotates at once. Every
 // client built from the kubeconfig reads the certificate file again, so
 // the services pick the renewed certificate up without a restart (see
 // internal/kubeclient). Old pairs are never deleted, so a crash at any

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/internal/version"
 
@@ -66,7 +67,7 @@ type Config struct {
 	// Log receives progress and the certificate manager's messages.
 	Log *slog.Logger
 
-	now func() time.Time // tests move the node's clock
+	clock clock.WithTicker // tests move the node's clock
 }
 
 func (c *Config) complete() error {
@@ -84,8 +85,8 @@ func (c *Config) complete() error {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
-	if c.now == nil {
-		c.now = time.Now
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
 	}
 	return nil
 }
@@ -116,7 +117,7 @@ func Ensure(ctx context.Context, cfg Config) error {
 	if _, err := statefile.Sweep(filepath.Dir(cfg.Kubeconfig)); err != nil {
 		cfg.Log.Warn("could not remove temporary files a crash left", "err", err)
 	}
-	ok, why, corrupt := kubeconfigUsable(cfg.Kubeconfig, cfg.now())
+	ok, why, corrupt := kubeconfigUsable(cfg.Kubeconfig, cfg.clock.Now())
 	if ok {
 		cfg.Log.Info("node kubeconfig is usable", "kubeconfig", cfg.Kubeconfig)
 		return nil
@@ -147,7 +148,7 @@ func Ensure(ctx context.Context, cfg Config) error {
 	}
 	// A pair left by an earlier run (the kubeconfig write failed after it,
 	// or the kubeconfig was removed) is reused while it is valid.
-	if cur, err := store.Current(); err == nil && cur.Leaf != nil && validAt(cur.Leaf, cfg.now()) == "" {
+	if cur, err := store.Current(); err == nil && cur.Leaf != nil && validAt(cur.Leaf, cfg.clock.Now()) == "" {
 		cfg.Log.Info("reusing the stored client certificate", "file", cfg.CurrentPairFile(), "not_after", cur.Leaf.NotAfter)
 		return writeKubeconfig(cfg, boot.raw)
 	}
@@ -159,7 +160,7 @@ func Ensure(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("certificate from the signer: %w", err)
 	}
-	if now := cfg.now(); now.Before(leaf.NotBefore) {
+	if now := cfg.clock.Now(); now.Before(leaf.NotBefore) {
 		return fmt.Errorf("the new client certificate is valid from %s but this node's clock says %s: the clocks of node and control plane differ by %s; fix the node's time (NTP) and start again",
 			leaf.NotBefore.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), leaf.NotBefore.Sub(now).Round(time.Second))
 	}

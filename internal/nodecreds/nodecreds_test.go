@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/microlet/microlet/internal/testenv"
 	"github.com/microlet/microlet/internal/testenv/controlplane"
@@ -215,7 +216,7 @@ func TestClockSkew(t *testing.T) {
 	dir := t.TempDir()
 	name := "skew-" + rand.String(5)
 	cfg := Config{NodeName: name, Kubeconfig: filepath.Join(dir, "kubeconfig"), BootstrapKubeconfig: bootstrapKubeconfig(t, cp, dir), CertDir: filepath.Join(dir, "pki"), WaitTimeout: 2 * time.Minute,
-		now: func() time.Time { return time.Now().Add(-time.Hour) }}
+		clock: testingclock.NewFakeClock(time.Now().Add(-time.Hour))}
 	err := Ensure(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "clock") || !strings.Contains(err.Error(), "NTP") {
 		t.Fatalf("err = %v, want a clock-skew error", err)
@@ -231,7 +232,7 @@ func TestExpiredKubeconfigWithoutBootstrap(t *testing.T) {
 	cp := controlPlane(t)
 	dir := t.TempDir()
 	kc := cp.NodeKubeconfig("expired-" + rand.String(5))
-	cfg := Config{NodeName: "n", Kubeconfig: kc, CertDir: filepath.Join(dir, "pki"), now: func() time.Time { return time.Now().Add(20 * 365 * 24 * time.Hour) }}
+	cfg := Config{NodeName: "n", Kubeconfig: kc, CertDir: filepath.Join(dir, "pki"), clock: testingclock.NewFakeClock(time.Now().Add(20 * 365 * 24 * time.Hour))}
 	err := Ensure(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), "no bootstrap_kubeconfig") {
 		t.Fatalf("err = %v", err)

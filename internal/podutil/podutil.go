@@ -38,6 +38,12 @@ const (
 	ReasonReadinessGatesNotReady = "ReadinessGatesNotReady"
 )
 
+// IsTerminal reports whether phase is Succeeded or Failed: the pod's
+// containers never run again.
+func IsTerminal(phase corev1.PodPhase) bool {
+	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
+}
+
 // IsSidecar reports whether the init container c is a sidecar: its
 // restartPolicy is Always, so it keeps running beside the app containers.
 // Only meaningful for an init container; a regular container never has

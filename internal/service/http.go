@@ -15,7 +15,7 @@ import (
 
 // ServeHTTP serves h on addr (host:port) in the background until the
 // returned server is shut down: the one HTTP listener behind every service's
-// --metrics-addr, nodestatusd's --pprof-addr and the supervisor's metrics.
+// --metrics-addr, nodestatussim's --pprof-addr and the supervisor's metrics.
 // key is the setting that named addr, for the error when it cannot listen.
 func ServeHTTP(key, addr string, h http.Handler, log *slog.Logger) (*http.Server, error) {
 	lis, err := net.Listen("tcp", addr)

@@ -240,6 +240,10 @@ func TestRuntimeShim(t *testing.T) {
 		}
 		if pod.Network == nil || pod.Network.Name != "eth0" || pod.Network.RxBytes == nil {
 			t.Errorf("pod network %+v", pod.Network)
+		} else if len(pod.Network.Interfaces) == 0 || pod.Network.Interfaces[0].Name != "eth0" {
+			// The kubelet lists the default interface too (e2e_node's
+			// Summary API spec wants the list).
+			t.Errorf("pod network interfaces %+v, want eth0 listed first", pod.Network.Interfaces)
 		}
 		if pod.EphemeralStorage == nil || *pod.EphemeralStorage.UsedBytes < 8<<20 {
 			t.Errorf("ephemeral storage %+v", pod.EphemeralStorage)

@@ -53,12 +53,17 @@ var (
 // takes one CPU-and-memory Summary under the request's context. The caller
 // mounts it behind authentication and authorization (nodes/metrics).
 func ResourceMetricsHandler(p *Provider) http.Handler {
-	opts := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, ProcessStartTime: p.created}
+	return collectorHandler(promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, ProcessStartTime: p.created},
+		func(ctx context.Context) prometheus.Collector { return resourceCollector{p: p, ctx: ctx} })
+}
+
+// collectorHandler serves the collector made for each request. A registry
+// per request carries the request's context into the collector;
+// registries are cheap, the stats behind them are not.
+func collectorHandler(opts promhttp.HandlerOpts, collector func(context.Context) prometheus.Collector) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// A registry per request carries the request's context into the
-		// collector; registries are cheap, the Summary is not.
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(resourceCollector{p: p, ctx: r.Context()})
+		reg.MustRegister(collector(r.Context()))
 		promhttp.HandlerFor(reg, opts).ServeHTTP(w, r)
 	})
 }

@@ -638,9 +638,12 @@ func criNetwork(n *runtimeapi.NetworkUsage, now time.Time) *statsv1alpha1.Networ
 	if n.Timestamp != 0 {
 		at = metav1.NewTime(time.Unix(0, n.Timestamp))
 	}
-	out := &statsv1alpha1.NetworkStats{Time: at, Interfaces: make([]statsv1alpha1.InterfaceStats, 0, len(n.Interfaces))}
+	out := &statsv1alpha1.NetworkStats{Time: at, Interfaces: make([]statsv1alpha1.InterfaceStats, 0, len(n.Interfaces)+1)}
+	// The CRI leaves the default interface out of its list; the kubelet's
+	// summary (from cAdvisor) lists every interface, the default one too.
 	if n.DefaultInterface != nil {
 		out.InterfaceStats = criInterface(n.DefaultInterface)
+		out.Interfaces = append(out.Interfaces, out.InterfaceStats)
 	}
 	for _, i := range n.Interfaces {
 		out.Interfaces = append(out.Interfaces, criInterface(i))

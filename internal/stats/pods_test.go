@@ -535,3 +535,34 @@ func TestUnsafeNamesFromRuntime(t *testing.T) {
 	}
 	checkU64(t, "ephemeral used", web.EphemeralStorage.UsedBytes, 4096)
 }
+
+// TestCRINetworkListsEveryInterface: the CRI gives the default interface
+// apart from the others; the summary lists them all, the default one
+// first, as the kubelet's (cAdvisor's) does, and e2e_node's Summary API
+// spec requires a non-empty list for a pod with only eth0.
+func TestCRINetworkListsEveryInterface(t *testing.T) {
+	iface := func(name string, rx uint64) *runtimeapi.NetworkInterfaceUsage {
+		return &runtimeapi.NetworkInterfaceUsage{Name: name, RxBytes: &runtimeapi.UInt64Value{Value: rx}}
+	}
+	for _, tc := range []struct {
+		name       string
+		in         *runtimeapi.NetworkUsage
+		top        string
+		wantListed []string
+	}{
+		{"default only", &runtimeapi.NetworkUsage{DefaultInterface: iface("eth0", 10)}, "eth0", []string{"eth0"}},
+		{"default and others", &runtimeapi.NetworkUsage{DefaultInterface: iface("eth0", 10), Interfaces: []*runtimeapi.NetworkInterfaceUsage{iface("net1", 20)}}, "eth0", []string{"eth0", "net1"}},
+		{"no default", &runtimeapi.NetworkUsage{Interfaces: []*runtimeapi.NetworkInterfaceUsage{iface("net1", 20)}}, "", []string{"net1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := criNetwork(tc.in, time.Unix(100, 0))
+			var listed []string
+			for _, i := range got.Interfaces {
+				listed = append(listed, i.Name)
+			}
+			if got.Name != tc.top || strings.Join(listed, ",") != strings.Join(tc.wantListed, ",") {
+				t.Errorf("top-level %q, listed %v; want %q, %v", got.Name, listed, tc.top, tc.wantListed)
+			}
+		})
+	}
+}

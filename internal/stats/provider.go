@@ -58,9 +58,10 @@ type Provider struct {
 	clock      clock.PassiveClock
 	created    time.Time
 
-	cpu  *rateCache
-	du   *duCache
-	pids *pidCache
+	cpu   *rateCache
+	du    *duCache
+	pids  *pidCache // sandboxes' processes
+	cpids *pidCache // running containers' processes (/metrics/cadvisor)
 
 	bootMu sync.Mutex
 	boot   time.Time
@@ -154,6 +155,7 @@ func New(rt criapi.RuntimeService, img criapi.ImageManagerService, opts ...Optio
 		clock:      clock.RealClock{},
 		cpu:        newRateCache(),
 		pids:       newPIDCache(),
+		cpids:      newPIDCache(),
 	}
 	for _, o := range opts {
 		o(p)

@@ -32,6 +32,17 @@ func (c *pidCache) retain(live map[string]*runtimeapi.PodSandbox) {
 	}
 }
 
+// retainIDs forgets the processes of IDs not in live.
+func (c *pidCache) retainIDs(live map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.m {
+		if !live[id] {
+			delete(c.m, id)
+		}
+	}
+}
+
 // sandboxNetwork reads the pod's interfaces from its sandbox process's
 // network namespace, as cAdvisor reads them for the kubelet, when the
 // runtime's stats carry no network usage (runtime-shim's do not). nil when
@@ -58,20 +69,28 @@ func (s *scrape) sandboxNetwork(sandboxID string) *statsv1alpha1.NetworkStats {
 }
 
 func (s *scrape) sandboxPID(id string) int {
-	c := s.p.pids
+	return s.p.pids.get(s.p, id, func() (map[string]string, error) {
+		resp, err := s.p.rt.PodSandboxStatus(s.ctx, id, true)
+		return resp.GetInfo(), err
+	})
+}
+
+// get returns the process of id, remembered, or learnt from the info of
+// the runtime's verbose status; 0 when the runtime does not say. A failed
+// status call is not remembered: the sandbox or container may be starting.
+func (c *pidCache) get(p *Provider, id string, info func() (map[string]string, error)) int {
 	c.mu.Lock()
 	pid, ok := c.m[id]
 	c.mu.Unlock()
 	if ok {
 		return pid
 	}
-	resp, err := s.p.rt.PodSandboxStatus(s.ctx, id, true)
+	in, err := info()
 	if err != nil {
-		// Not remembered: the sandbox may be starting; ask next time.
-		s.p.log.Debug("sandbox status unavailable", "sandbox", id, "err", err)
+		p.log.Debug("runtime status unavailable", "id", id, "err", err)
 		return 0
 	}
-	pid = sandboxPIDFromInfo(resp.GetInfo())
+	pid = sandboxPIDFromInfo(in)
 	c.mu.Lock()
 	c.m[id] = pid
 	c.mu.Unlock()

@@ -6,12 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // WriteFuzzSeed writes one seed of fuzz target into the package's
 // testdata/fuzz/<target>/<name> in Go's corpus format, so a plain `go test`
 // replays it. values are the fuzz function's arguments in order; uint8 and
-// []byte are the types microlet's fuzz targets take.
+// []byte are the types microlet's fuzz targets take; a proto.Message is
+// written as its encoding, a []byte argument.
 func WriteFuzzSeed(tb testing.TB, target, name string, values ...any) {
 	tb.Helper()
 	var b strings.Builder
@@ -22,6 +25,12 @@ func WriteFuzzSeed(tb testing.TB, target, name string, values ...any) {
 			fmt.Fprintf(&b, "uint8(%d)\n", v)
 		case []byte:
 			fmt.Fprintf(&b, "[]byte(%q)\n", v)
+		case proto.Message:
+			m, err := proto.Marshal(v)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			fmt.Fprintf(&b, "[]byte(%q)\n", m)
 		default:
 			tb.Fatalf("WriteFuzzSeed: %T is not a fuzz argument type it knows", v)
 		}

@@ -109,6 +109,44 @@ series:
 	return out
 }
 
+// criServicePrefix starts the names of the CRI's gRPC services
+// (runtime.v1.RuntimeService, runtime.v1.ImageService).
+const criServicePrefix = "runtime.v1."
+
+// CRICalls is how many CRI calls a runtime-shim scrape shows as handled, by
+// method ("ListContainers", "PullImage"): grpc_server_handled_total
+// (go-grpc-middleware's server metrics) summed over response codes, for the
+// runtime.v1 services only, so health checks and the runtime's own
+// services are left out. The two CRI services share no method name.
+func (m Metrics) CRICalls() map[string]float64 {
+	out := map[string]float64{}
+	for _, series := range m["grpc_server_handled_total"].GetMetric() {
+		var svc, method string
+		for _, l := range series.GetLabel() {
+			switch l.GetName() {
+			case "grpc_service":
+				svc = l.GetValue()
+			case "grpc_method":
+				method = l.GetValue()
+			}
+		}
+		if strings.HasPrefix(svc, criServicePrefix) {
+			out[method] += series.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// ScrapeCRICalls is CRICalls of the runtime-shim serving its metrics on
+// addr (host:port, its --metrics-addr).
+func ScrapeCRICalls(ctx context.Context, addr string) (map[string]float64, error) {
+	m, err := ScrapeMetrics(ctx, "http://"+addr+"/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("runtime-shim metrics on %s: %w", addr, err)
+	}
+	return m.CRICalls(), nil
+}
+
 // LoggedHTTPAddr finds the address a service logged when it started serving
 // HTTP for setting (internal/service.ServeHTTP's "serving HTTP" line, in
 // either log format), so a test can pass "127.0.0.1:0" and still scrape.

@@ -5,6 +5,18 @@ import (
 	"testing"
 )
 
+// FreeLoopbackAddr is a 127.0.0.1 address whose TCP port was free a moment
+// ago, for a child's listening flag (--metrics-addr) when its address must
+// be known before it starts.
+func FreeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return addr, l.Close()
+}
+
 // HostIP returns a global unicast IPv4 address of this machine, for test
 // servers that stand in for pods: the API server refuses loopback and
 // link-local addresses in EndpointSlices. When there is none it skips the

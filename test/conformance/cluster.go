@@ -41,12 +41,25 @@ type NodeOptions struct {
 	// Port is the kubelet API's port; default a free one. The e2e_node
 	// suite reads /configz at 127.0.0.1:10250, the kubelet's port.
 	Port int
+	// ReadOnlyPort is the kubelet's read-only port; 0 (the default, as
+	// the kubelet's) serves none. The e2e_node suite reads /stats/summary
+	// and /metrics/cadvisor there, as its own kubelet serves them on
+	// KubeletReadOnlyPort.
+	ReadOnlyPort int
+	// KubeletLogDirs puts the pods' logs and the container log symlinks in
+	// the kubelet's directories (KubeletPodLogsDir, KubeletLogSymlinkDir)
+	// instead of the node's own: specs of the e2e_node suite read them
+	// there. Stop removes what the node's pods left in them.
+	KubeletLogDirs bool
 }
 
 // Node is the running node: its process and what Stop removes.
 type Node struct {
 	*node.Process
 	ownDir bool
+	// pods records the node's pods when their logs go to the kubelet's
+	// shared directories; nil otherwise.
+	pods *podUIDs
 }
 
 // StartNode launches a microlet node connected to cp as the suite needs it
@@ -79,6 +92,12 @@ func StartNode(ctx context.Context, cp *controlplane.ControlPlane, opts NodeOpti
 		ClientCAFile: filepath.Join(cp.PKI().Dir, "ca.crt"), Instance: "conformance-" + rand.String(8),
 		Args: opts.Args, Out: opts.Out,
 	}
+	if opts.KubeletLogDirs {
+		cfg.PodLogsDir, cfg.LogSymlinkDir = KubeletPodLogsDir, KubeletLogSymlinkDir
+		if n.pods, err = recordPodUIDs(ctx, admin, opts.Name, KubeletPodLogsDir, KubeletLogSymlinkDir); err != nil {
+			return nil, err
+		}
+	}
 	port := opts.Port
 	if port == 0 {
 		if port, err = freePort("127.0.0.1"); err != nil {
@@ -86,7 +105,7 @@ func StartNode(ctx context.Context, cp *controlplane.ControlPlane, opts NodeOpti
 		}
 	}
 	cfg.KubeletConfig = KubeletConfig(KubeletConfigInput{
-		Address: "127.0.0.1", Port: port, ClientCAFile: cfg.ClientCAFile,
+		Address: "127.0.0.1", Port: port, ReadOnlyPort: opts.ReadOnlyPort, ClientCAFile: cfg.ClientCAFile,
 		RuntimeEndpoint: components.Endpoint(cfg.RunDir(), components.RuntimeShim),
 		CgroupRoot:      node.CgroupRoot(cfg.Instance), CgroupDriver: dockerCgroupDriver(),
 		PodLogsDir: cfg.LogDir(), VolumePluginDir: filepath.Join(opts.Dir, "volume-plugins"),
@@ -99,6 +118,9 @@ func StartNode(ctx context.Context, cp *controlplane.ControlPlane, opts NodeOpti
 		cfg.KubeletConfig.CgroupRoot = opts.CgroupRoot
 	}
 	if n.Process, err = node.Launch(cfg); err != nil {
+		if n.pods != nil {
+			_ = n.pods.removeLogs(cfg.LogDir(), cfg.SymlinkDir())
+		}
 		return nil, err
 	}
 	defer func() {
@@ -120,12 +142,20 @@ func StartNode(ctx context.Context, cp *controlplane.ControlPlane, opts NodeOpti
 	return n, nil
 }
 
-// Stop stops microlet, removes the Docker containers it left and, when
-// StartNode made it, the node's directory.
+// Stop stops microlet, removes the Docker containers it left, the logs
+// its pods left in the kubelet's directories (KubeletLogDirs) and, when
+// StartNode made it, the node's directory (the mounts below it first: the
+// tmpfs and shared volume dirs of pods still there).
 func (n *Node) Stop() {
 	n.Process.Stop(60 * time.Second)
 	node.RemoveDockerObjects(n.Instance)
+	if n.pods != nil {
+		if err := n.pods.removeLogs(n.LogDir(), n.SymlinkDir()); err != nil {
+			fmt.Fprintf(os.Stderr, "conformance: remove the node's pod logs: %v\n", err)
+		}
+	}
 	if n.ownDir {
+		unmountUnder(n.Dir)
 		_ = os.RemoveAll(n.Dir)
 	}
 }

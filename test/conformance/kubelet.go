@@ -207,9 +207,10 @@ func StartKubelet(ctx context.Context, cp *controlplane.ControlPlane, opts Kubel
 // KubeletConfigInput are the parts of the kubelet's configuration that
 // depend on the run.
 type KubeletConfigInput struct {
-	// Address and Port are where the kubelet API listens.
-	Address string
-	Port    int
+	// Address and Port are where the kubelet API listens; ReadOnlyPort,
+	// when not 0, is the read-only port's (plain HTTP, same address).
+	Address            string
+	Port, ReadOnlyPort int
 	// ClientCAFile authenticates the API server's kubelet client certificate.
 	ClientCAFile string
 	// RuntimeEndpoint is runtime-shim's socket (unix://...).
@@ -231,11 +232,11 @@ type KubeletConfigInput struct {
 func KubeletConfig(in KubeletConfigInput) *kubeletv1beta1.KubeletConfiguration {
 	return &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: kubeletv1beta1.SchemeGroupVersion.String(), Kind: "KubeletConfiguration"},
-		// The kubelet API only on the node IP; no read-only port, no
-		// healthz port.
+		// The kubelet API only on the node IP; no read-only port unless
+		// the run asks for one; no healthz port.
 		Address:      in.Address,
 		Port:         int32(in.Port),
-		ReadOnlyPort: 0,
+		ReadOnlyPort: int32(in.ReadOnlyPort),
 		HealthzPort:  ptr.To[int32](0),
 		// As the microlet node: client certificates signed by the cluster
 		// CA and bearer tokens (TokenReview) authenticate, SubjectAccessReview
@@ -301,6 +302,11 @@ func (k *KubeletNode) Stop() {
 		_ = os.RemoveAll(k.Dir)
 	}
 }
+
+// KubeletPID and ShimPID are the process IDs of the kubelet and of
+// runtime-shim (0 when not running), for measuring each apart.
+func (k *KubeletNode) KubeletPID() int { return k.kubelet.pid() }
+func (k *KubeletNode) ShimPID() int    { return k.shim.pid() }
 
 // RecordedSysctls are Sysctls as sysctl(8) lines (kernel.panic=1).
 func (k *KubeletNode) RecordedSysctls() string { return k.Sysctls.String() }
@@ -444,6 +450,14 @@ func startChild(bin string, out io.Writer, args ...string) (*child, error) {
 	}
 	go func() { c.err = c.cmd.Wait(); close(c.exited) }()
 	return c, nil
+}
+
+// pid is the process ID, 0 when c is nil or has exited.
+func (c *child) pid() int {
+	if c == nil || c.done() {
+		return 0
+	}
+	return c.cmd.Process.Pid
 }
 
 func (c *child) done() bool {

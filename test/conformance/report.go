@@ -218,7 +218,9 @@ etcd, kube-apiserver, kube-scheduler and kube-controller-manager of the same rel
   directory as ` + "`staticPodPath`" + ` (the mirror-pod specs write static pods there),
   ` + "`clusterDomain: cluster.local`" + ` (` + "`--dns-domain`" + `, for the FQDN specs) and ` + "`cgroupRoot: /`" + `
   (the cgroup specs look for ` + "`kubepods`, `kubepods/burstable`" + `, … at the root, where the suite's
-  own kubelet puts them).
+  own kubelet puts them); pod logs and the container log symlinks in the kubelet's
+  ` + "`/var/log/pods`" + ` and ` + "`/var/log/containers`" + ` (the ContainerLogPath specs read them there), from
+  which the harness removes what the node's pods left when it stops.
 - This page: the run is recorded in ` + "`test/conformance/runs/e2enode/`" + `; the reasons come from
   ` + "`test/conformance/reasons-e2enode.yaml`" + `.
 `

@@ -53,6 +53,11 @@ type NodeE2E struct {
 // on 127.0.0.1 (its /configz in standalone mode, the TLS specs).
 const KubeletPort = 10250
 
+// KubeletReadOnlyPort is the kubelet's read-only port in e2e_node.test's
+// own node configuration (test/e2e_node/services), where its specs read
+// /stats/summary and /metrics/cadvisor over plain HTTP.
+const KubeletReadOnlyPort = 10255
+
 // flags are e2e_node.test's flags for the node: no services started, no
 // image pre-pull (nothing can be pulled here; the harness imports them).
 // --standalone-mode only changes where the suite reads the node's

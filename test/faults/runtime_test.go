@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -61,6 +62,35 @@ func (s *supervisor) restarts() map[string]int32 {
 	return out
 }
 
+// signal sends sig to the named component's process, and returns the
+// component as it was.
+func (s *supervisor) signal(name string, sig syscall.Signal) *supervisorv1.Component {
+	s.t.Helper()
+	c := s.components()[name]
+	if c.GetPid() == 0 {
+		s.t.Fatalf("%s has no process: %v", name, c)
+	}
+	if err := syscall.Kill(int(c.GetPid()), sig); err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+// checkRestarted fails the test unless only the named components restarted
+// since before (once each).
+func (s *supervisor) checkRestarted(before map[string]int32, restarted ...string) {
+	s.t.Helper()
+	for name, r := range s.restarts() {
+		want := before[name]
+		if slices.Contains(restarted, name) {
+			want++
+		}
+		if r != want {
+			s.t.Errorf("%s restarts = %d, want %d", name, r, want)
+		}
+	}
+}
+
 // readyCondition is the Node's Ready condition.
 func readyCondition(n *node.Node) (corev1.NodeCondition, error) {
 	no, err := n.Admin.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
@@ -95,13 +125,7 @@ func TestRuntimeRestart(t *testing.T) {
 	p = n.WaitPod(p.Namespace, p.Name, "ready", node.Ready)
 	before := containerIDs(p)
 	rs := sup.restarts()
-	shim := sup.components()["runtime-shim"]
-	if shim.GetPid() == 0 {
-		t.Fatalf("runtime-shim has no process: %v", shim)
-	}
-	if err := syscall.Kill(int(shim.GetPid()), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	shim := sup.signal("runtime-shim", syscall.SIGTERM)
 	n.Eventually("runtime-shim restarted and serving", 2*time.Minute, func() (bool, string) {
 		c := sup.components()["runtime-shim"]
 		return c.GetPid() != shim.GetPid() && c.GetPid() != 0 && c.GetHealth() == supervisorv1.Health_HEALTH_SERVING,
@@ -123,15 +147,7 @@ func TestRuntimeRestart(t *testing.T) {
 			t.Errorf("container %s restarted %d times across the runtime restart", cs.Name, cs.RestartCount)
 		}
 	}
-	for name, r := range sup.restarts() {
-		want := rs[name]
-		if name == "runtime-shim" {
-			want++
-		}
-		if r != want {
-			t.Errorf("%s restarts = %d, want %d", name, r, want)
-		}
-	}
+	sup.checkRestarted(rs, "runtime-shim")
 }
 
 // TestHungRuntime stops runtime-shim with SIGSTOP: its socket still accepts
@@ -180,11 +196,7 @@ func TestHungRuntime(t *testing.T) {
 			t.Errorf("container %s restarted %d times while the runtime hung", cs.Name, cs.RestartCount)
 		}
 	}
-	for name, r := range sup.restarts() {
-		if r != rs[name] {
-			t.Errorf("%s restarts = %d, was %d before the hang", name, r, rs[name])
-		}
-	}
+	sup.checkRestarted(rs)
 	if got := sup.components()["runtime-shim"].GetPid(); got != shim.GetPid() {
 		t.Errorf("runtime-shim pid %d, was %d: it was restarted", got, shim.GetPid())
 	}

@@ -36,12 +36,13 @@ func freePort(t *testing.T) int {
 }
 
 // TestConformanceKubeletConfiguration starts a node from the
-// KubeletConfiguration test/conformance gives the upstream kubelet.
+// KubeletConfiguration test/conformance gives the upstream kubelet, with
+// the read-only port the e2e_node suite's configuration has.
 func TestConformanceKubeletConfiguration(t *testing.T) {
-	port := freePort(t)
+	port, roPort := freePort(t), freePort(t)
 	n := node.Start(t, node.Options{KubeletConfig: func(c node.Config) *kubeletv1beta1.KubeletConfiguration {
 		return conformance.KubeletConfig(conformance.KubeletConfigInput{
-			Address: "127.0.0.1", Port: port, ClientCAFile: c.ClientCAFile,
+			Address: "127.0.0.1", Port: port, ReadOnlyPort: roPort, ClientCAFile: c.ClientCAFile,
 			RuntimeEndpoint: components.Endpoint(c.RunDir(), components.RuntimeShim),
 			CgroupRoot:      node.CgroupRoot(c.Instance), CgroupDriver: "cgroupfs",
 			PodLogsDir: c.LogDir(), VolumePluginDir: filepath.Join(c.Dir, "volume-plugins"),
@@ -72,10 +73,12 @@ func TestConformanceKubeletConfiguration(t *testing.T) {
 	if err := json.Unmarshal(raw, &cz); err != nil {
 		t.Fatalf("/configz: %v: %s", err, raw)
 	}
-	if cz.KC.Port != int32(port) || cz.KC.CgroupRoot != node.CgroupRoot(n.Instance) || cz.KC.PodLogsDir != n.LogDir ||
+	if cz.KC.Port != int32(port) || cz.KC.ReadOnlyPort != int32(roPort) || cz.KC.CgroupRoot != node.CgroupRoot(n.Instance) || cz.KC.PodLogsDir != n.LogDir ||
 		cz.KC.EvictionHard["memory.available"] != "100Mi" || cz.KC.MaxPods != 110 || cz.KC.SyncFrequency.Duration.String() != "1m0s" {
 		t.Errorf("/configz is not the effective configuration: %s", raw)
 	}
+
+	t.Run("read-only port", func(t *testing.T) { checkReadOnlyPort(t, roPort, p) })
 
 	// One warning line naming the set fields microlet does not implement.
 	var warnings []string
@@ -86,6 +89,82 @@ func TestConformanceKubeletConfiguration(t *testing.T) {
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "fields=healthzPort,volumePluginDir") {
 		t.Errorf("want one warning naming healthzPort and volumePluginDir, got %q", warnings)
+	}
+}
+
+// checkReadOnlyPort: the file's readOnlyPort serves the kubelet's
+// read-only paths over plain HTTP to a client without any credential, with
+// real answers (the running pod p in /pods and /stats/summary), and
+// refuses exec, attach, port-forward, run, logs and the other debugging
+// paths with the kubelet's 405; /configz is not there. /metrics/cadvisor
+// has the container's cAdvisor series.
+func checkReadOnlyPort(t *testing.T, roPort int, p *corev1.Pod) {
+	base := "http://127.0.0.1:" + strconv.Itoa(roPort)
+	c := &http.Client{Timeout: time.Minute}
+	do := func(method, path string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// The Summary is indented, as the kubelet's.
+	podRef := `"uid": "` + string(p.UID) + `"`
+	for _, tc := range []struct {
+		method, path string
+		code         int
+		inBody       string
+	}{
+		{http.MethodGet, "/healthz", http.StatusOK, "ok"},
+		{http.MethodGet, "/healthz/syncloop", http.StatusOK, "ok"},
+		{http.MethodGet, "/pods", http.StatusOK, `"uid":"` + string(p.UID) + `"`},
+		{http.MethodGet, "/stats/summary", http.StatusOK, podRef},
+		{http.MethodGet, "/metrics/resource", http.StatusOK, `container_start_time_seconds{container="main",namespace="` + p.Namespace + `",pod="` + p.Name + `"}`},
+		{http.MethodGet, "/metrics", http.StatusOK, "kubelet_running_pods"},
+		{http.MethodGet, "/metrics/probes", http.StatusOK, "process_start_time_seconds"},
+		{http.MethodPost, "/exec/" + p.Namespace + "/" + p.Name + "/main?command=id&output=1", http.StatusMethodNotAllowed, "Debug endpoints are disabled."},
+		{http.MethodPost, "/attach/" + p.Namespace + "/" + p.Name + "/main", http.StatusMethodNotAllowed, "Debug endpoints are disabled."},
+		{http.MethodPost, "/portForward/" + p.Namespace + "/" + p.Name, http.StatusMethodNotAllowed, "Debug endpoints are disabled."},
+		{http.MethodPost, "/run/" + p.Namespace + "/" + p.Name + "/main?cmd=id", http.StatusMethodNotAllowed, "Debug endpoints are disabled."},
+		{http.MethodGet, "/containerLogs/" + p.Namespace + "/" + p.Name + "/main", http.StatusMethodNotAllowed, "Debug endpoints are disabled."},
+		{http.MethodGet, "/runningpods/", http.StatusMethodNotAllowed, "Debug endpoints are disabled."},
+		{http.MethodGet, "/debug/pprof/", http.StatusMethodNotAllowed, "Debug endpoints are disabled."},
+		{http.MethodGet, "/configz", http.StatusNotFound, ""},
+	} {
+		code, body := do(tc.method, tc.path)
+		if code != tc.code || !strings.Contains(body, tc.inBody) {
+			t.Errorf("read-only %s %s: %d %.300q, want %d with %q", tc.method, tc.path, code, body, tc.code, tc.inBody)
+		}
+	}
+	// cAdvisor's container series for the running container, read from
+	// its cgroups.
+	_, cad := do(http.MethodGet, "/metrics/cadvisor")
+	for _, series := range []string{"container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "container_memory_rss",
+		"container_spec_cpu_period", "container_spec_memory_limit_bytes", "container_processes", "container_threads",
+		"container_file_descriptors", "container_ulimits_soft", "container_last_seen", "container_start_time_seconds"} {
+		found := false
+		for l := range strings.SplitSeq(cad, "\n") {
+			if strings.HasPrefix(l, series+`{container="main",`) && strings.Contains(l, `pod="`+p.Name+`"`) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("/metrics/cadvisor has no %s for %s/%s", series, p.Namespace, p.Name)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics/cadvisor:\n%s", cad)
+	}
+	// The counts carry the kubelet's server_type for this port.
+	if _, body := do(http.MethodGet, "/metrics"); !strings.Contains(body, `microlet_nodeapi_http_requests_total{long_running="false",method="GET",path="healthz",server_type="readonly"}`) {
+		t.Errorf("/metrics does not count the read-only port's requests as server_type readonly")
 	}
 }
 

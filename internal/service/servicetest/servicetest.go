@@ -149,3 +149,29 @@ func FuzzCall[Req any, PReq interface {
 		return err
 	}
 }
+
+// FuzzFirst is FuzzCall for a server-streaming method: the bytes are
+// decoded as its request, the stream is opened and its first message
+// received, and the stream is then cancelled. The error is the opening's or
+// the first Recv's.
+//
+//	call := servicetest.FuzzFirst(client.WatchNodeAddresses)
+func FuzzFirst[Req any, PReq interface {
+	*Req
+	proto.Message
+}, Resp any](method func(context.Context, PReq, ...grpc.CallOption) (grpc.ServerStreamingClient[Resp], error)) func(context.Context, []byte) error {
+	return func(ctx context.Context, b []byte) error {
+		req := PReq(new(Req))
+		if proto.Unmarshal(b, req) != nil {
+			return nil
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := method(ctx, req)
+		if err != nil {
+			return err
+		}
+		_, err = stream.Recv()
+		return err
+	}
+}

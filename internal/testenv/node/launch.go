@@ -53,14 +53,32 @@ type Config struct {
 	// what a KubeletConfiguration has no field for (the Docker label, the
 	// container log symlinks) and Args.
 	KubeletConfig *kubeletv1beta1.KubeletConfiguration
+	// PodLogsDir and LogSymlinkDir, when set, replace the node's own logs/
+	// and containers/ dirs under Dir: the kubelet's /var/log/pods and
+	// /var/log/containers for a suite that reads the logs there.
+	PodLogsDir, LogSymlinkDir string
 }
 
 // RunDir, DataDir, ManifestDir and LogDir are the node's directories under Dir;
-// LogDir is the pod log root.
+// LogDir is the pod log root (PodLogsDir when set).
 func (c Config) RunDir() string      { return filepath.Join(c.Dir, "run") }
 func (c Config) DataDir() string     { return filepath.Join(c.Dir, "data") }
 func (c Config) ManifestDir() string { return filepath.Join(c.Dir, "manifests") }
-func (c Config) LogDir() string      { return filepath.Join(c.Dir, "logs") }
+func (c Config) LogDir() string {
+	if c.PodLogsDir != "" {
+		return c.PodLogsDir
+	}
+	return filepath.Join(c.Dir, "logs")
+}
+
+// SymlinkDir holds the container log symlinks: containers/ under Dir, or
+// LogSymlinkDir when set.
+func (c Config) SymlinkDir() string {
+	if c.LogSymlinkDir != "" {
+		return c.LogSymlinkDir
+	}
+	return filepath.Join(c.Dir, "containers")
+}
 
 // CgroupRoot is the cgroup root of the node with Docker label instance, so
 // nodes sharing this host keep their pod cgroups apart.
@@ -74,7 +92,7 @@ func CgroupRoot(instance string) string { return "/microlet-" + instance }
 // image GC off and only the memory eviction threshold.
 func ConnectedArgs(c Config) map[string][]string {
 	return map[string][]string{
-		components.PodSyncd: {"--pod-logs-dir=" + c.LogDir(), "--container-log-symlink-dir=" + filepath.Join(c.Dir, "containers"),
+		components.PodSyncd: {"--pod-logs-dir=" + c.LogDir(), "--container-log-symlink-dir=" + c.SymlinkDir(),
 			// Docker's images are shared by every test on the machine:
 			// image GC off, as the kubelet turns it off.
 			"--image-gc-high-threshold-percent=100",
@@ -121,7 +139,7 @@ func Launch(c Config) (*Process, error) {
 	if c.KubeletConfig != nil {
 		args = map[string][]string{
 			components.RuntimeShim: {"--docker-instance=" + c.Instance},
-			components.PodSyncd:    {"--container-log-symlink-dir=" + filepath.Join(c.Dir, "containers")},
+			components.PodSyncd:    {"--container-log-symlink-dir=" + c.SymlinkDir()},
 		}
 	}
 	for svc, extra := range c.Args {
@@ -201,7 +219,7 @@ func (p *Process) WaitServing(ctx context.Context) error {
 // WaitReady polls until the Node reports Ready; the error carries the
 // last thing seen.
 func WaitReady(ctx context.Context, admin kubernetes.Interface, name string) error {
-	return poll(ctx, "node Ready", func() (bool, string) { return nodeReady(ctx, admin, name) })
+	return poll(ctx, "node Ready", func() (bool, string) { return NodeReady(ctx, admin, name) })
 }
 
 // WaitKubeletPort polls until the Node advertises the port nodeapi really
@@ -217,7 +235,9 @@ func WaitKubeletPort(ctx context.Context, admin kubernetes.Interface, runDir, na
 	return poll(ctx, "the Node advertises nodeapi's port", func() (bool, string) { return kubeletPortAdvertised(ctx, api, admin, name) })
 }
 
-func nodeReady(ctx context.Context, admin kubernetes.Interface, name string) (bool, string) {
+// NodeReady says whether Node name's Ready condition is True, and
+// otherwise what stands in the way (the condition's message, or the error).
+func NodeReady(ctx context.Context, admin kubernetes.Interface, name string) (bool, string) {
 	node, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return false, err.Error()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/cgroups"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,10 @@ type Options struct {
 	// KubeletConfiguration (Config.KubeletConfig): it gets the node's
 	// directory (Config) to place its paths in.
 	KubeletConfig func(Config) *kubeletv1beta1.KubeletConfiguration
+	// DataDirSize, when set (a tmpfs size such as "256m"), mounts a tmpfs
+	// of that size on the node's data dir, so a test can fill the node's
+	// disk without touching the host's.
+	DataDirSize string
 }
 
 // Node is one running microlet node.
@@ -48,9 +53,9 @@ type Node struct {
 	T testing.TB
 	// Name is the node's name, "e2e-<random>".
 	Name string
-	// Dir holds run/, data/, manifests/, logs/ (the pod log root) and
-	// containers/ (the container log symlinks).
-	Dir, RunDir, ManifestDir, LogDir string
+	// Dir holds run/, data/ (every service's state), manifests/, logs/
+	// (the pod log root) and containers/ (the container log symlinks).
+	Dir, RunDir, DataDir, ManifestDir, LogDir string
 	// Instance labels the node's Docker objects.
 	Instance string
 	// CP is the control plane; Admin a system:masters client of it.
@@ -64,6 +69,8 @@ type Node struct {
 	Out *testenv.LockedBuffer
 
 	proc *Process
+	// tmpfs is the data dir's tmpfs mount point (Options.DataDirSize).
+	tmpfs string
 }
 
 // Binaries builds microlet and every service once per test binary.
@@ -116,11 +123,19 @@ func Start(t testing.TB, opts Options) *Node {
 		cfg.KubeletConfig = opts.KubeletConfig(cfg)
 	}
 	n := &Node{
-		T: t, Name: name, Dir: dir, RunDir: cfg.RunDir(), ManifestDir: cfg.ManifestDir(),
+		T: t, Name: name, Dir: dir, RunDir: cfg.RunDir(), DataDir: cfg.DataDir(), ManifestDir: cfg.ManifestDir(),
 		LogDir: cfg.LogDir(), Instance: cfg.Instance, CP: cp, Admin: admin,
 		Image: reg.Image(registry.Busybox), Bins: bins, Out: out,
 	}
+	if opts.DataDirSize != "" {
+		if err := mountTmpfs(cfg.DataDir(), opts.DataDirSize); err != nil {
+			_ = os.RemoveAll(dir)
+			t.Fatal(err)
+		}
+		n.tmpfs = cfg.DataDir()
+	}
 	if n.proc, err = Launch(cfg); err != nil {
+		n.unmount()
 		t.Fatal(err)
 	}
 	t.Cleanup(n.stop)
@@ -179,7 +194,30 @@ func (n *Node) stop() {
 		n.T.Logf("microlet output (tail):\n%s", out)
 	}
 	RemoveDockerObjects(n.Instance)
+	n.unmount()
 	_ = os.RemoveAll(n.Dir)
+}
+
+// mountTmpfs mounts a tmpfs of size on dir, creating dir.
+func mountTmpfs(dir, size string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0755"); err != nil {
+		return fmt.Errorf("mount a %s tmpfs on %s: %w", size, dir, err)
+	}
+	return nil
+}
+
+// unmount unmounts the data dir's tmpfs, if Start mounted one.
+func (n *Node) unmount() {
+	if n.tmpfs == "" {
+		return
+	}
+	if err := unix.Unmount(n.tmpfs, unix.MNT_DETACH); err != nil {
+		n.T.Logf("unmount %s: %v", n.tmpfs, err)
+	}
+	n.tmpfs = ""
 }
 
 // RemoveDockerObjects deletes every container a shim labelled with
@@ -203,7 +241,7 @@ func RemoveDockerObjects(instance string) {
 func (n *Node) WaitReady() {
 	n.T.Helper()
 	n.Eventually("node Ready", 3*time.Minute, func() (bool, string) {
-		return nodeReady(context.Background(), n.Admin, n.Name)
+		return NodeReady(context.Background(), n.Admin, n.Name)
 	})
 }
 

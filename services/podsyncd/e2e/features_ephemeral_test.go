@@ -342,14 +342,9 @@ func scrapeCounters(t testing.TB, podsyncdAddr string) counters {
 // through the stack's CRI socket.
 func (s *stack) criContainers(uid, name string) int {
 	s.t.Helper()
-	cc, err := grpcclient.Dial(components.Endpoint(s.runDir, components.RuntimeShim))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := runtimeapi.NewRuntimeServiceClient(cc).ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+	ctx, rt, done := s.runtimeClient(30 * time.Second)
+	defer done()
+	resp, err := rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
 		LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid, "io.kubernetes.container.name": name},
 	}})
 	if err != nil {

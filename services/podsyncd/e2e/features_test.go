@@ -13,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/microlet/microlet/internal/components"
-	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/testenv/registry"
 )
 
@@ -310,14 +308,9 @@ func (s *stack) execSync(p *corev1.Pod, container string, cmd ...string) *runtim
 	if id == "" {
 		s.t.Fatalf("pod %s has no container %s", p.Name, container)
 	}
-	cc, err := grpcclient.Dial(components.Endpoint(s.runDir, components.RuntimeShim))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	resp, err := runtimeapi.NewRuntimeServiceClient(cc).ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: 30})
+	ctx, rt, done := s.runtimeClient(60 * time.Second)
+	defer done()
+	resp, err := rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: 30})
 	if err != nil {
 		s.t.Fatalf("ExecSync %v: %v", cmd, err)
 	}

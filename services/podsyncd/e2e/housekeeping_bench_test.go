@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"sort"
@@ -318,28 +317,13 @@ func (s *stack) removePods(b *testing.B, selector string) {
 	}
 }
 
-// criCalls is runtime-shim's grpc_server_handled_total summed by method.
-func criCalls(b *testing.B, addr string) map[string]float64 {
-	m, err := testenv.ScrapeMetrics(context.Background(), "http://"+addr+"/metrics")
+// criCalls is runtime-shim's CRI calls so far by method.
+func criCalls(b testing.TB, addr string) map[string]float64 {
+	calls, err := testenv.ScrapeCRICalls(context.Background(), addr)
 	if err != nil {
-		b.Fatalf("runtime-shim metrics: %v", err)
+		b.Fatal(err)
 	}
-	out := map[string]float64{}
-	for _, series := range m["grpc_server_handled_total"].GetMetric() {
-		var svc, method string
-		for _, l := range series.GetLabel() {
-			switch l.GetName() {
-			case "grpc_service":
-				svc = l.GetValue()
-			case "grpc_method":
-				method = l.GetValue()
-			}
-		}
-		if strings.HasPrefix(svc, "runtime.v1.") {
-			out[method] += series.GetCounter().GetValue()
-		}
-	}
-	return out
+	return calls
 }
 
 func componentNames() []string {
@@ -353,10 +337,9 @@ func componentNames() []string {
 // freeLoopbackAddr is a 127.0.0.1 port free right now.
 func freeLoopbackAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testenv.FreeLoopbackAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	return addr
 }

@@ -63,6 +63,88 @@ func TestPodSync(t *testing.T) {
 		})
 	})
 
+	t.Run("mirror pod lifecycle: graceful mirror deletion, manifest rewritten, manifest changed", func(t *testing.T) {
+		s.t = t
+		file := filepath.Join(s.manifestDir, "static-life.yaml")
+		write := func(script string) {
+			t.Helper()
+			p := s.Pod("static-life", corev1.RestartPolicyAlways, script)
+			p.Spec.NodeName, p.Namespace = "", ""
+			p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+			grace := int64(20)
+			p.Spec.TerminationGracePeriodSeconds = &grace
+			data, err := yaml.Marshal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(file, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// SIGTERM is ignored: the old pod runs its whole grace period.
+		oldScript := "trap 'echo term' TERM; while true; do sleep 1; done"
+		write(oldScript)
+		name := "static-life-" + s.node
+		running := func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && ready(p) }
+		first := s.WaitPod("default", name, "Running and Ready", running)
+		hash := first.Annotations["kubernetes.io/config.mirror"]
+
+		// Deleted gracefully by someone: the node replaces it.
+		if err := s.admin.CoreV1().Pods("default").Delete(context.Background(), name, *metav1.NewDeleteOptions(30)); err != nil {
+			t.Fatal(err)
+		}
+		s.WaitPod("default", name, "a new Running mirror pod", func(p *corev1.Pod) bool {
+			return p.UID != first.UID && p.DeletionTimestamp == nil && running(p)
+		})
+
+		// The manifest deleted and written back unchanged: same pod, restarted.
+		if err := os.Remove(file); err != nil {
+			t.Fatal(err)
+		}
+		write(oldScript)
+		second := s.WaitPod("default", name, "Running with restart count 1", func(p *corev1.Pod) bool {
+			return running(p) && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount == 1
+		})
+		if got := second.Annotations["kubernetes.io/config.mirror"]; got != hash {
+			t.Fatalf("mirror hash %s after the rewrite, want %s", got, hash)
+		}
+
+		// The manifest changed: while the old pod still runs, its mirror
+		// pod stays and shows it; once it stopped, the new pod's replaces it.
+		write("trap 'exit 0' TERM; echo new; while true; do sleep 1; done")
+		var newHash string
+		s.Eventually("the new static pod running beside the old one", 2*time.Minute, func() (bool, string) {
+			if s.dockerRunning(hash) != 1 {
+				t.Fatal("the old static pod stopped before the new one ran: its grace period is too short for this machine")
+			}
+			pods, err := s.admin.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if pods.UID != second.UID || pods.Annotations["kubernetes.io/config.mirror"] != hash || pods.Status.Phase != corev1.PodRunning {
+				t.Fatalf("the old pod's mirror pod replaced while it runs: uid %s (was %s), hash %s, phase %s",
+					pods.UID, second.UID, pods.Annotations["kubernetes.io/config.mirror"], pods.Status.Phase)
+			}
+			for _, u := range s.runningPodUIDs() {
+				if u != hash && s.dockerRunning(u) == 1 {
+					newHash = u
+					return true, ""
+				}
+			}
+			return false, "new pod not running yet"
+		})
+		s.WaitPod("default", name, "the new pod's mirror pod, Running", func(p *corev1.Pod) bool {
+			return p.Annotations["kubernetes.io/config.mirror"] == newHash && running(p)
+		})
+		if n := s.dockerRunning(hash); n != 0 {
+			t.Fatalf("the old static pod still has %d running containers after its mirror pod was replaced", n)
+		}
+		if err := os.Remove(file); err != nil {
+			t.Fatal(err)
+		}
+		s.WaitGone("default", name)
+	})
+
 	t.Run("API pod runs; deletion runs preStop, stops gracefully and removes the pod", func(t *testing.T) {
 		s.t = t
 		p := s.Pod("api-pod", corev1.RestartPolicyAlways, "trap 'echo got-term; exit 0' TERM; echo started; while true; do sleep 1; done")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -52,18 +53,26 @@ func startStackArgs(t testing.TB, args map[string][]string) *stack {
 
 func ready(p *corev1.Pod) bool { return node.Ready(p) }
 
-// dockerRunning counts the running containers of a pod UID, asked through the
-// stack's CRI socket (the contract), so it holds for any runtime behind it.
-func (s *stack) dockerRunning(uid string) int {
+// runtimeClient dials the stack's CRI socket (the contract, so what it
+// says holds for any runtime behind it); done closes the connection and
+// ends ctx, which lasts timeout.
+func (s *stack) runtimeClient(timeout time.Duration) (ctx context.Context, rt runtimeapi.RuntimeServiceClient, done func()) {
 	s.t.Helper()
 	cc, err := grpcclient.Dial(components.Endpoint(s.runDir, components.RuntimeShim))
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := runtimeapi.NewRuntimeServiceClient(cc).ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	return ctx, runtimeapi.NewRuntimeServiceClient(cc), func() { cancel(); _ = cc.Close() }
+}
+
+// dockerRunning counts the running containers of a pod UID, asked through
+// the stack's CRI socket.
+func (s *stack) dockerRunning(uid string) int {
+	s.t.Helper()
+	ctx, rt, done := s.runtimeClient(30 * time.Second)
+	defer done()
+	resp, err := rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
 		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
 		LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid},
 	}})
@@ -112,4 +121,24 @@ func (s *stack) watchNodeReady(ctx context.Context) func() {
 			parent.Errorf("node went NotReady during the test: %s", flapped)
 		}
 	}
+}
+
+// runningPodUIDs lists the pod UIDs of the runtime's running containers.
+func (s *stack) runningPodUIDs() []string {
+	s.t.Helper()
+	ctx, rt, done := s.runtimeClient(30 * time.Second)
+	defer done()
+	resp, err := rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+	}})
+	if err != nil {
+		s.t.Fatalf("CRI ListContainers: %v", err)
+	}
+	var out []string
+	for _, c := range resp.Containers {
+		if uid := c.Labels["io.kubernetes.pod.uid"]; uid != "" && !slices.Contains(out, uid) {
+			out = append(out, uid)
+		}
+	}
+	return out
 }

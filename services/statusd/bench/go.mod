@@ -130,3 +130,5 @@ replace (
 )
 
 replace github.com/microlet/microlet => ../../..
+
+replace github.com/microlet/microlet/proto => ../../../proto

@@ -2,8 +2,11 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,8 +36,9 @@ type Deps struct {
 	Streams *streams.Handlers
 	// ContainerLogs serves /containerLogs/{namespace}/{pod}/{container}.
 	ContainerLogs http.Handler
-	// Summary serves /stats/summary; ResourceMetrics /metrics/resource.
-	Summary, ResourceMetrics http.Handler
+	// Summary serves /stats/summary; ResourceMetrics /metrics/resource;
+	// CadvisorMetrics /metrics/cadvisor.
+	Summary, ResourceMetrics, CadvisorMetrics http.Handler
 	// Metrics serves /metrics (the service's own registry and podsyncd's
 	// kubelet metrics); ProbeMetrics /metrics/probes (the prober's).
 	Metrics, ProbeMetrics http.Handler
@@ -55,59 +59,96 @@ type Deps struct {
 	Log *slog.Logger
 }
 
-// New returns the handler of the whole API.
+// New returns the handler of the whole API: every route behind d.Auth,
+// counted as server type "readwrite".
 func New(d Deps) http.Handler {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
 	mux := http.NewServeMux()
-	checks := append([]healthz.HealthChecker{healthz.PingHealthz, healthz.LogHealthz}, d.Checks...)
-	healthz.InstallHandler(mux, checks...)
-
-	podsHandler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		list, err := d.Pods.List(r.Context())
-		if err != nil {
-			d.Log.Error("list pods", "err", err)
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		writePodList(w, d.Log, derefPods(list))
-	})
-	mux.Handle("GET /pods", podsHandler)
-	mux.Handle("GET /pods/", podsHandler)
-
-	if d.Summary != nil {
-		mux.Handle("/stats/summary", d.Summary)
-	}
-	if d.Metrics != nil {
-		mux.Handle("/metrics", d.Metrics)
-	}
-	if d.ResourceMetrics != nil {
-		mux.Handle("/metrics/resource", d.ResourceMetrics)
-	}
-	if d.ProbeMetrics != nil {
-		mux.Handle("/metrics/probes", d.ProbeMetrics)
-	}
-
+	installReadOnly(mux, d)
 	if d.DebuggingHandlers {
 		installDebugging(mux, d)
 	} else {
-		disabled := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			http.Error(w, "Debug endpoints are disabled.", http.StatusMethodNotAllowed)
-		})
-		for _, p := range []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/", "/configz", "/debug/pprof/", "/logs/"} {
-			mux.Handle(p, disabled)
-		}
+		// As the kubelet, which also leaves /configz out when debugging is off.
+		installDisabled(mux, "/configz")
 	}
-
 	var h http.Handler = mux
 	if d.Auth != nil {
 		h = d.Auth(h)
 	}
 	if d.Registerer != nil {
-		h = instrument(h, d.Registerer)
+		h = instrument(h, d.Registerer, "readwrite")
 	}
 	return h
+}
+
+// NewReadOnly returns the handler of the kubelet's read-only port
+// (readOnlyPort): what the kubelet installs there, without authentication
+// or authorization. It serves /healthz, /pods, /stats/summary and the
+// metrics paths (/metrics, /metrics/resource, /metrics/probes,
+// /metrics/cadvisor); exec, attach, port-forward, run, containerLogs,
+// runningpods, pprof and the node logs answer 405 "Debug endpoints are
+// disabled." whatever d.DebuggingHandlers says, and /configz is not there
+// (404). d.Auth is ignored. Requests are counted as server type
+// "readonly".
+func NewReadOnly(d Deps) http.Handler {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	mux := http.NewServeMux()
+	installReadOnly(mux, d)
+	installDisabled(mux)
+	var h http.Handler = mux
+	if d.Registerer != nil {
+		h = instrument(h, d.Registerer, "readonly")
+	}
+	return h
+}
+
+// installReadOnly installs the routes the kubelet serves on both ports
+// (its InstallAuthNotRequiredHandlers): health, pods, stats and metrics.
+func installReadOnly(mux *http.ServeMux, d Deps) {
+	checks := append([]healthz.HealthChecker{healthz.PingHealthz, healthz.LogHealthz}, d.Checks...)
+	healthz.InstallHandler(mux, checks...)
+
+	if d.Pods != nil {
+		podsHandler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			list, err := d.Pods.List(r.Context())
+			if err != nil {
+				d.Log.Error("list pods", "err", err)
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			writePodList(w, d.Log, derefPods(list))
+		})
+		mux.Handle("GET /pods", podsHandler)
+		mux.Handle("GET /pods/", podsHandler)
+	}
+
+	for path, h := range map[string]http.Handler{
+		"/stats/summary": d.Summary, "/metrics": d.Metrics, "/metrics/resource": d.ResourceMetrics,
+		"/metrics/probes": d.ProbeMetrics, "/metrics/cadvisor": d.CadvisorMetrics,
+	} {
+		if h != nil {
+			mux.Handle(path, h)
+		}
+	}
+}
+
+// debuggingPaths are the kubelet's debugging handlers' paths, which answer
+// 405 where debugging is disabled.
+var debuggingPaths = []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/", "/debug/pprof/", "/logs/"}
+
+// installDisabled makes the debugging paths, and extra, answer 405 "Debug
+// endpoints are disabled.", the kubelet's InstallDebuggingDisabledHandlers.
+func installDisabled(mux *http.ServeMux, extra ...string) {
+	disabled := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "Debug endpoints are disabled.", http.StatusMethodNotAllowed)
+	})
+	for _, p := range append(slices.Clone(debuggingPaths), extra...) {
+		mux.Handle(p, disabled)
+	}
 }
 
 func installDebugging(mux *http.ServeMux, d Deps) {
@@ -205,8 +246,10 @@ func methodBucket(m string) string {
 }
 
 // instrument counts requests the way the kubelet's server does
-// (kubelet_http_requests_total and friends), under microlet's prefix.
-func instrument(next http.Handler, reg prometheus.Registerer) http.Handler {
+// (kubelet_http_requests_total and friends), under microlet's prefix, with
+// serverType ("readwrite" or "readonly") as the server_type label. Both
+// servers count in the same families.
+func instrument(next http.Handler, reg prometheus.Registerer, serverType string) http.Handler {
 	labels := []string{"method", "path", "server_type", "long_running"}
 	total := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "microlet_nodeapi_http_requests_total", Help: "Requests to the kubelet API, by method and path bucket.",
@@ -218,10 +261,10 @@ func instrument(next http.Handler, reg prometheus.Registerer) http.Handler {
 		Name: "microlet_nodeapi_http_requests_duration_seconds", Help: "Duration of kubelet API requests.",
 		Buckets: prometheus.DefBuckets,
 	}, labels)
-	reg.MustRegister(total, inflight, duration)
+	total, inflight, duration = registered(reg, total), registered(reg, inflight), registered(reg, duration)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := bucket(r.URL.Path)
-		lv := []string{methodBucket(r.Method), p, "readwrite", strconv.FormatBool(longRunning[p])}
+		lv := []string{methodBucket(r.Method), p, serverType, strconv.FormatBool(longRunning[p])}
 		total.WithLabelValues(lv...).Inc()
 		g := inflight.WithLabelValues(lv...)
 		g.Inc()
@@ -232,4 +275,20 @@ func instrument(next http.Handler, reg prometheus.Registerer) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// registered registers c with reg, or returns the equal collector already
+// registered (the other server's).
+func registered[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var dup prometheus.AlreadyRegisteredError
+	if errors.As(err, &dup) {
+		if existing, ok := dup.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	panic(fmt.Sprintf("nodeapi request metrics: %v", err))
 }

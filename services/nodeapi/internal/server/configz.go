@@ -31,6 +31,7 @@ func (s *Server) configz() any {
 		TypeMeta:           metav1.TypeMeta{Kind: "KubeletConfiguration", APIVersion: kubeletv1beta1.SchemeGroupVersion.String()},
 		Address:            c.Address,
 		Port:               int32(c.Port),
+		ReadOnlyPort:       int32(c.ReadOnlyPort),
 		TLSCertFile:        c.TLSCertFile,
 		TLSPrivateKeyFile:  c.TLSPrivateKeyFile,
 		TLSMinVersion:      c.TLSMinVersion,

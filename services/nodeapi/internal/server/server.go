@@ -47,8 +47,11 @@ const DefaultPort = 10250
 type Config struct {
 	service.Common `yaml:",inline"`
 
-	Address           string `yaml:"address" flag:"address" usage:"IP address to serve the kubelet API on (0.0.0.0 or :: for all)"`
-	Port              int    `yaml:"port" flag:"port" usage:"port of the kubelet API; 0 picks a free one (the Node advertises the port really served)"`
+	Address string `yaml:"address" flag:"address" usage:"IP address to serve the kubelet API on (0.0.0.0 or :: for all)"`
+	Port    int    `yaml:"port" flag:"port" usage:"port of the kubelet API; 0 picks a free one (the Node advertises the port really served)"`
+	// ReadOnlyPort is the kubelet's readOnlyPort: plain HTTP on Address,
+	// no authentication, only the read-only paths (api.NewReadOnly).
+	ReadOnlyPort      int    `yaml:"read_only_port" flag:"read-only-port" usage:"port of the kubelet's read-only API (plain HTTP, no authentication: health, pods, stats, metrics); 0 disables it"`
 	TLSCertFile       string `yaml:"tls_cert_file" flag:"tls-cert-file" usage:"serving certificate (PEM); empty: a self-signed one kept in cert_dir"`
 	TLSPrivateKeyFile string `yaml:"tls_private_key_file" flag:"tls-private-key-file" usage:"key of tls_cert_file"`
 	// TLSMinVersion and TLSCipherSuites are the kubelet's tlsMinVersion
@@ -131,6 +134,9 @@ func (s *Server) Register(env *service.Env) error {
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		return fmt.Errorf("port %d is out of range 0-65535", c.Port)
+	}
+	if c.ReadOnlyPort < 0 || c.ReadOnlyPort > 65535 {
+		return fmt.Errorf("read_only_port %d is out of range 0-65535 (0 disables it)", c.ReadOnlyPort)
 	}
 	if (c.TLSCertFile == "") != (c.TLSPrivateKeyFile == "") {
 		return errors.New("tls_cert_file and tls_private_key_file go together: set both or neither")
@@ -288,13 +294,14 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	probeMetrics := podsyncmetrics.New(podsync, podsyncv1.MetricsSet_METRICS_SET_PROBES,
 		podsyncmetrics.WithErrors(fetchErrs), podsyncmetrics.WithLogger(env.Log))
 
-	handler := api.New(api.Deps{
+	deps := api.Deps{
 		Pods:            src,
 		Runtime:         rt,
 		Streams:         streams.New(src, rt, streams.WithLogger(env.Log)),
 		ContainerLogs:   logs.NewHandler(src, rt, logs.WithLogger(env.Log)),
 		Summary:         stats.SummaryHandler(statsProvider),
 		ResourceMetrics: stats.ResourceMetricsHandler(statsProvider),
+		CadvisorMetrics: stats.CadvisorMetricsHandler(statsProvider),
 		Metrics:         metricsHandler(env, env.Registry, kubeletMetrics),
 		ProbeMetrics:    metricsHandler(env, probeMetrics),
 		Checks: []healthz.HealthChecker{healthz.NamedCheck("syncloop", func(r *http.Request) error {
@@ -307,23 +314,30 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		DebuggingHandlers: c.EnableDebuggingHandlers,
 		Registerer:        env.Registry,
 		Log:               env.Log,
-	})
+	}
+	handler := api.New(deps)
+
+	// The read-only port first: a port already taken stops the service
+	// before the Node is told the API serves.
+	var readOnly *http.Server
+	roErr := make(chan error, 1)
+	if c.ReadOnlyPort > 0 {
+		roLis, err := net.Listen("tcp", net.JoinHostPort(c.Address, strconv.Itoa(c.ReadOnlyPort)))
+		if err != nil {
+			return fmt.Errorf("kubelet read-only API on %s:%d: %w", c.Address, c.ReadOnlyPort, err)
+		}
+		readOnly = httpServer(api.NewReadOnly(deps), env.Log)
+		go func() { roErr <- readOnly.Serve(roLis) }()
+		env.Log.Warn("serving the kubelet's read-only API without authentication (pods, stats, metrics)",
+			"address", c.Address, "read_only_port", c.ReadOnlyPort)
+	}
 
 	lis, err := net.Listen("tcp", net.JoinHostPort(c.Address, strconv.Itoa(c.Port)))
 	if err != nil {
 		return fmt.Errorf("kubelet API on %s:%d: %w", c.Address, c.Port, err)
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		TLSConfig:         certs.TLSConfig(a.ClientCA(), s.tlsPolicy),
-		ReadHeaderTimeout: 30 * time.Second,
-		// The kubelet's limits: long enough for exec sessions and log follows.
-		IdleTimeout:    90 * time.Second,
-		ReadTimeout:    4 * time.Hour,
-		WriteTimeout:   4 * time.Hour,
-		MaxHeaderBytes: 1 << 20,
-		ErrorLog:       slog.NewLogLogger(env.Log.Handler(), slog.LevelDebug),
-	}
+	srv := httpServer(handler, env.Log)
+	srv.TLSConfig = certs.TLSConfig(a.ClientCA(), s.tlsPolicy)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.ServeTLS(lis, "", "") }()
 	port := lis.Addr().(*net.TCPAddr).Port
@@ -334,18 +348,40 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		"client_ca_file", c.ClientCAFile, "authorization_mode", authCfg.Mode, "token_webhook", authCfg.Webhook)
 	env.Ready()
 
+	var runErr error
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
-		return fmt.Errorf("kubelet API server: %w", err)
+		runErr = fmt.Errorf("kubelet API server: %w", err)
+	case err := <-roErr:
+		runErr = fmt.Errorf("kubelet read-only API server: %w", err)
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		// Streams and log follows do not end on their own.
-		_ = srv.Close()
+	for _, hs := range []*http.Server{srv, readOnly} {
+		if hs == nil {
+			continue
+		}
+		if err := hs.Shutdown(sctx); err != nil {
+			// Streams and log follows do not end on their own.
+			_ = hs.Close()
+		}
 	}
-	return nil
+	return runErr
+}
+
+// httpServer is a server of h with the kubelet's limits, long enough for
+// exec sessions and log follows.
+func httpServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		ReadTimeout:       4 * time.Hour,
+		WriteTimeout:      4 * time.Hour,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
 }
 
 // metricsHandler serves gs in the Prometheus formats; a family that cannot

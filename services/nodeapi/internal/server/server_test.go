@@ -27,6 +27,9 @@ func TestRegisterValidates(t *testing.T) {
 		{"address not an IP", func(c *Config) { c.Address = "localhost" }, `address "localhost" is not an IP address`},
 		{"port too big", func(c *Config) { c.Port = 70000 }, "port 70000 is out of range"},
 		{"negative port", func(c *Config) { c.Port = -1 }, "port -1 is out of range"},
+		{"read-only port too big", func(c *Config) { c.ReadOnlyPort = 65536 }, "read_only_port 65536 is out of range 0-65535 (0 disables it)"},
+		{"negative read-only port", func(c *Config) { c.ReadOnlyPort = -1 }, "read_only_port -1 is out of range"},
+		{"read-only port", func(c *Config) { c.ReadOnlyPort = 10255 }, ""},
 		{"cert without key", func(c *Config) { c.TLSCertFile = "/x.crt" }, "tls_cert_file and tls_private_key_file go together"},
 		{"key without cert", func(c *Config) { c.TLSPrivateKeyFile = "/x.key" }, "tls_cert_file and tls_private_key_file go together"},
 		{"unknown authorization mode", func(c *Config) { c.AuthorizationMode = "RBAC" }, `authorization_mode "RBAC"`},
@@ -73,14 +76,14 @@ func TestRegisterValidates(t *testing.T) {
 // TestConfigz: /configz speaks the kubelet's configuration type.
 func TestConfigz(t *testing.T) {
 	s := New()
-	s.cfg.Port = 12345
+	s.cfg.Port, s.cfg.ReadOnlyPort = 12345, 10255
 	s.cfg.ClientCAFile = "/ca.crt"
 	c := s.configz()
 	b, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"kind":"KubeletConfiguration"`, `"apiVersion":"kubelet.config.k8s.io/v1beta1"`, `"port":12345`,
+	for _, want := range []string{`"kind":"KubeletConfiguration"`, `"apiVersion":"kubelet.config.k8s.io/v1beta1"`, `"port":12345`, `"readOnlyPort":10255`,
 		`"clientCAFile":"/ca.crt"`, `"mode":"Webhook"`, `"cacheAuthorizedTTL":"5m0s"`, `"enableDebuggingHandlers":true`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("configz lacks %s: %s", want, b)

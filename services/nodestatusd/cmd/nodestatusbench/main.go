@@ -1,12 +1,13 @@
-// Command nodestatusbench measures nodestatusd --simulate against a real
+// Command nodestatusbench measures nodestatussim against a real
 // control plane, side by side with kwok managing the same number of nodes.
 //
 // It starts etcd and kube-apiserver (the test harness, with the inflight
-// limits an operator sets for thousands of nodes), builds nodestatusd and
+// limits an operator sets for thousands of nodes), builds nodestatussim and
 // kwok (hack/build-kwok.sh, cached by version), serves an always-ready CRI
 // on a unix socket, and for each node count runs, one after the other:
 //
-//   - microlet: the nodestatusd binary with --simulate N;
+//   - microlet: the nodestatussim binary with --nodes N (nodestatusd's code
+//     keeping N nodes);
 //   - kwok: kwok with its own node stages (status heartbeat set to the
 //     kubelet's 5 min report frequency, 40 s leases renewed every 10 s)
 //     managing N Nodes the bench creates for it.
@@ -73,7 +74,7 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", 15*time.Second, "wait after all nodes are Ready before measuring")
 	flag.DurationVar(&o.warmup, "warmup", 0, "longest wait for registration and Ready (0: 5 min + 100 ms per node)")
 	flag.StringVar(&o.kwokBin, "kwok", "", "kwok binary (default: built by hack/build-kwok.sh)")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "if set, save 30 s CPU profiles of kube-apiserver and nodestatusd taken in each window here")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "if set, save 30 s CPU profiles of kube-apiserver and nodestatussim taken in each window here")
 	flag.Parse()
 	var err error
 	if o.counts, err = parseCounts(*nodesFlag); err == nil {
@@ -138,10 +139,10 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	env := &benchEnv{dir: dir, opts: o}
-	env.nodestatusd = filepath.Join(dir, "nodestatusd")
-	logf("building nodestatusd...")
-	if err := runTool(exec.CommandContext(ctx, "go", "build", "-o", env.nodestatusd, "github.com/microlet/microlet/services/nodestatusd")); err != nil {
-		return fmt.Errorf("build nodestatusd: %w", err)
+	env.nodestatussim = filepath.Join(dir, "nodestatussim")
+	logf("building nodestatussim...")
+	if err := runTool(exec.CommandContext(ctx, "go", "build", "-o", env.nodestatussim, "github.com/microlet/microlet/services/nodestatusd/cmd/nodestatussim")); err != nil {
+		return fmt.Errorf("build nodestatussim: %w", err)
 	}
 	if contains(o.agents, agentKwok) {
 		if env.kwok = o.kwokBin; env.kwok == "" {
@@ -200,16 +201,16 @@ func run(ctx context.Context, o options) (err error) {
 
 // benchEnv is what every measurement shares.
 type benchEnv struct {
-	dir         string
-	opts        options
-	nodestatusd string
-	kwok        string
-	kwokConfig  string
-	criSock     string
-	kubeconfig  string
-	apiPID      int
-	admin       kubernetes.Interface
-	runs        int
+	dir           string
+	opts          options
+	nodestatussim string
+	kwok          string
+	kwokConfig    string
+	criSock       string
+	kubeconfig    string
+	apiPID        int
+	admin         kubernetes.Interface
+	runs          int
 }
 
 func runTool(cmd *exec.Cmd) error {

@@ -52,7 +52,7 @@ func (r result) writesPerSecond() float64 {
 	return total / r.window.Seconds()
 }
 
-// nodeName is the name of node i of a run, the same scheme as --simulate's.
+// nodeName is the name of node i of a run, the same scheme as nodestatussim's.
 func nodeName(prefix string, i int) string { return simulate.Name(prefix, i) }
 
 // measure runs one agent with n nodes: start, warm up, measure, stop, and
@@ -78,7 +78,7 @@ func (e *benchEnv) measure(ctx context.Context, agent string, n int) (result, er
 		}
 		selector = simulate.LabelPrefix + "=" + prefix
 		args := []string{"--kubeconfig", e.kubeconfig, "--run-dir", runDir,
-			"--simulate", strconv.Itoa(n), "--simulate-prefix", prefix,
+			"--nodes", strconv.Itoa(n), "--prefix", prefix,
 			"--runtime-endpoint", "unix://" + e.criSock, "--log-level", "warn",
 			// As for kwok's nodes, one address for all: resolving
 			// thousands of made-up host names measures the resolver.
@@ -91,13 +91,13 @@ func (e *benchEnv) measure(ctx context.Context, agent string, n int) (result, er
 			pprofURL = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", port)
 			args = append(args, "--pprof-addr", fmt.Sprintf("127.0.0.1:%d", port))
 		}
-		cmd = exec.Command(e.nodestatusd, args...)
+		cmd = exec.Command(e.nodestatussim, args...)
 	case agentKwok:
 		selector = kwokLabel + "=" + prefix
 		cmd = exec.Command(e.kwok, "--kubeconfig", e.kubeconfig, "--config", e.kwokConfig,
 			"--manage-nodes-with-label-selector", selector,
 			// The kubelet's lease: 40 s, renewed every quarter with 4 % jitter.
-			"--node-lease-duration-seconds", "40", "-v", "WARN") // the same log level as nodestatusd
+			"--node-lease-duration-seconds", "40", "-v", "WARN") // the same log level as nodestatussim
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -196,7 +196,7 @@ func (e *benchEnv) measure(ctx context.Context, agent string, n int) (result, er
 	}
 	r.window = time.Since(t0)
 	if pprofURL != "" {
-		saveURL(ctx, pprofURL+"heap", filepath.Join(e.opts.profileDir, fmt.Sprintf("nodestatusd-%d.heap", n)))
+		saveURL(ctx, pprofURL+"heap", filepath.Join(e.opts.profileDir, fmt.Sprintf("nodestatussim-%d.heap", n)))
 	}
 	r.load[1] = loadAvg()
 	r.cpuSeconds = cpu1 - cpu0

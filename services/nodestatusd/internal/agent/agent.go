@@ -70,13 +70,13 @@ type SharedConfig struct {
 	// of each node.
 	QPS   float32
 	Burst int
-	// Nodes is how many agents share the clients (1 unless simulating).
+	// Nodes is how many agents share the clients (1 but in nodestatussim).
 	// Every kubelet has its own registration client; the shared one gets
 	// Nodes times the budget so N simulated nodes are not throttled like
 	// one.
 	Nodes int
 	// NodeName selects the informer's field selector for one node; with
-	// NodeSelector set (simulation) the informer watches all matching nodes.
+	// NodeSelector set (nodestatussim) the informer watches all matching nodes.
 	NodeName     string
 	NodeSelector labels.Selector
 	Timing       Timing

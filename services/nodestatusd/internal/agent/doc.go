@@ -1,6 +1,6 @@
 // Package agent runs nodes: register each, keep its status true and renew
-// its Lease, re-registering when the Node is deleted. Several agents (the
-// simulation) share one Shared: API clients, the Node informer, the host,
+// its Lease, re-registering when the Node is deleted. Several agents
+// (nodestatussim's) share one Shared: API clients, the Node informer, the host,
 // CRI and cloud readings, so N nodes cost little more than their writes.
 //
 // An agent's work is a set of steps (register, renew the Lease, sync the

@@ -56,21 +56,16 @@ type Runner struct {
 	sched   *schedule
 }
 
-// RunnerOption configures a Runner.
-type RunnerOption func(*Runner)
-
-// WithStartSpread starts the agents at random times within d, so thousands
-// of simulated nodes do not register in one burst and their periods do not
-// line up. The first agent starts at once.
-func WithStartSpread(d time.Duration) RunnerOption { return func(r *Runner) { r.spread = d } }
+// startSpread is the window in which a Runner of n agents starts them, at
+// random times after the first: a second per hundred agents, so thousands
+// of nodes do not register in one burst and their periods do not line up.
+// One node starts at once.
+func startSpread(n int) time.Duration { return time.Duration(n/100) * time.Second }
 
 // NewRunner returns the Runner of agents, which must share one Shared.
 // From now on their Poke asks the Runner for a status sync.
-func NewRunner(agents []*Agent, opts ...RunnerOption) *Runner {
-	r := &Runner{agents: agents, workers: Workers(len(agents))}
-	for _, o := range opts {
-		o(r)
-	}
+func NewRunner(agents []*Agent) *Runner {
+	r := &Runner{agents: agents, workers: Workers(len(agents)), spread: startSpread(len(agents))}
 	var clk clock.WithTicker = clock.RealClock{}
 	if len(agents) > 0 {
 		clk = agents[0].sh.cfg.Clock

@@ -3,7 +3,9 @@
 // does: holder the node, 40 s duration, renewed every quarter of it,
 // created with backoff when missing (also when someone deleted it), up to
 // five update tries with conflicts re-read, and an owner reference to the
-// Node so the Lease goes with it.
+// Node so the Lease goes with it. One difference: the renew time never
+// moves back. A clock stepped back (NTP) would otherwise date renewals
+// before the last one, which the node lifecycle controller ignores.
 //
 // The upstream controller owns a goroutine and a timer per node. A Renewer
 // is one renewal per call instead, so the agent's scheduler runs the Leases

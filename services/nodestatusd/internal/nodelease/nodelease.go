@@ -54,6 +54,9 @@ type Renewer struct {
 	// managed fields (an update that carries none leaves them alone).
 	latest  *coordinationv1.Lease
 	backoff wait.Backoff
+	// behind is set while the clock reads no later than the Lease's renew
+	// time (renewTime logs each change once).
+	behind bool
 }
 
 // New returns the Renewer of node's Lease in kube-node-lease. The owner
@@ -159,9 +162,37 @@ func (r *Renewer) next(base *coordinationv1.Lease) *coordinationv1.Lease {
 		l = base.DeepCopy()
 	}
 	l.Spec.LeaseDurationSeconds = ptr.To(r.duration)
-	l.Spec.RenewTime = &metav1.MicroTime{Time: r.clock.Now()}
+	l.Spec.RenewTime = &metav1.MicroTime{Time: r.renewTime(l.Spec.RenewTime)}
 	r.setOwner(l)
 	return l
+}
+
+// renewTime is now, unless the clock reads no later than prev, the renew
+// time already written (the clock was stepped back, or this node's clock
+// is behind the one of a previous run): then it is prev plus a microsecond,
+// the smallest step a MicroTime keeps. The node lifecycle controller
+// counts a renewal only when the renew time moves forward, so a renewal
+// dated by a clock stepped back an hour would be ignored for that hour and
+// the node marked unreachable, its pods evicted. The kubelet writes the
+// clock's time regardless; this keeps the heartbeat visible instead. The
+// controller times the Lease by its own clock, from when it saw the
+// change, so a renew time ahead of the node's clock does not keep a dead
+// node looking alive.
+func (r *Renewer) renewTime(prev *metav1.MicroTime) time.Time {
+	now := r.clock.Now()
+	if prev == nil || now.Truncate(time.Microsecond).After(prev.Truncate(time.Microsecond)) {
+		if r.behind {
+			r.behind = false
+			r.log.Info("the clock passed the Lease's last renew time again; renewing with the clock's time", "node", r.node)
+		}
+		return now
+	}
+	if !r.behind {
+		r.behind = true
+		r.log.Warn("the clock reads no later than the Lease's last renew time (was it stepped back?); renewing a microsecond after it so the node controller sees the heartbeat",
+			"node", r.node, "now", now, "last_renew_time", prev.Time)
+	}
+	return prev.Truncate(time.Microsecond).Add(time.Microsecond)
 }
 
 func (r *Renewer) setOwner(l *coordinationv1.Lease) {

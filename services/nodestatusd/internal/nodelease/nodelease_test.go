@@ -146,3 +146,57 @@ func TestRenewRereadsAfterConflictAndRecreatesDeletedLease(t *testing.T) {
 		t.Fatalf("repeated-failure hook called %d times, want %d", failures, UpdateRetries-1)
 	}
 }
+
+// TestRenewTimeMovesForwardAcrossClockSteps: the node lifecycle controller
+// counts a renewal only when the renew time moves forward. Stepped back an
+// hour, and again by a day, the clock reads before the Lease's renew time;
+// every renewal still moves it forward, by the smallest step, until the
+// clock passes it again and renewals carry the clock's time. A renewer
+// started afresh (a restart) reads the Lease and keeps to the same rule.
+// A forward step of days is renewed with the clock's time, and a step back
+// after it keeps the renew time moving from there.
+func TestRenewTimeMovesForwardAcrossClockSteps(t *testing.T) {
+	ctx := context.Background()
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(start)
+	c := fake.NewClientset()
+	leases := c.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	r := New(clk, leases, "n1", 40, nil, nil, nil)
+	last := time.Time{}
+	renew := func(r *Renewer, what string, want time.Time) {
+		t.Helper()
+		if d := r.Renew(ctx); d != 0 {
+			t.Fatalf("%s: renewal asks to wait %v", what, d)
+		}
+		got := leaseRenewTime(t, c)
+		if !got.Equal(want) || !got.After(last) {
+			t.Fatalf("%s: renew time %v, want %v (after the last, %v)", what, got, want, last)
+		}
+		last = got
+	}
+	renew(r, "first", start)
+	clk.Step(10 * time.Second)
+	renew(r, "10 s later", clk.Now())
+	pinned := clk.Now()
+
+	clk.Step(-time.Hour)
+	for i := 1; i <= 3; i++ {
+		clk.Step(10 * time.Second)
+		renew(r, "after the step back", pinned.Add(time.Duration(i)*time.Microsecond))
+	}
+	clk.Step(-24 * time.Hour)
+	renew(r, "after a second step back, by a day", pinned.Add(4*time.Microsecond))
+
+	// A restart: the new renewer knows the Lease only from the API server.
+	r = New(clk, leases, "n1", 40, nil, nil, nil)
+	renew(r, "after a restart", pinned.Add(5*time.Microsecond))
+
+	clk.SetTime(pinned.Add(10 * time.Second)) // the clock caught up
+	renew(r, "caught up", clk.Now())
+
+	clk.Step(72 * time.Hour)
+	renew(r, "three days forward", clk.Now())
+	ahead := clk.Now()
+	clk.Step(-72 * time.Hour) // and corrected
+	renew(r, "corrected back", ahead.Add(time.Microsecond))
+}

@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
 	"github.com/microlet/microlet/services/nodestatusd/internal/agent"
@@ -52,8 +54,15 @@ func (a *api) pokeAll() {
 	}
 }
 
-// agent picks the named agent; "" is the real node (or the first simulated one).
+// agent picks the named agent; "" is the first (nodestatusd's only one).
+// A name no Node can have is the caller's mistake (InvalidArgument), a
+// valid one this process does not keep is NotFound.
 func (a *api) agent(ctx context.Context, name string) (*agent.Agent, error) {
+	if name != "" {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "node_name %q: not a valid node name: %s", name, strings.Join(errs, "; "))
+		}
+	}
 	select {
 	case <-a.ready:
 	case <-ctx.Done():

@@ -24,7 +24,6 @@ import (
 	"github.com/microlet/microlet/internal/testenv/controlplane"
 	"github.com/microlet/microlet/internal/version"
 	"github.com/microlet/microlet/services/nodestatusd/internal/setters"
-	"github.com/microlet/microlet/services/nodestatusd/internal/simulate"
 )
 
 func adminClient(t *testing.T, cp *controlplane.ControlPlane) kubernetes.Interface {
@@ -224,37 +223,6 @@ func TestRegistrationStatusAndLeaseWithNodeIdentity(t *testing.T) {
 	// GetNode serves what the API server accepted.
 	if got := r.getNode(""); got.Name != name || got.Status.NodeInfo.ContainerRuntimeVersion == "" {
 		t.Fatalf("GetNode = %s %+v", got.Name, got.Status.NodeInfo)
-	}
-}
-
-func TestSimulatedNodes(t *testing.T) {
-	cp := controlplane.Get(t)
-	ctx := context.Background()
-	admin := adminClient(t, cp)
-	const n = 5
-	r := startRig(t, rigOpts{kubeconfig: cp.AdminKubeconfig(), node: "unused", mutate: func(c *Config) {
-		c.Simulate = n
-		c.SimulatePrefix = "nsd-sim"
-	}})
-	for i := range n {
-		name := simulate.Name("nsd-sim", i)
-		eventually(t, name+" registered, Ready, leased", func() error {
-			node, err := getNode(ctx, admin, name)
-			if err != nil {
-				return err
-			}
-			if c := condition(node, corev1.NodeReady); c == nil || c.Status != corev1.ConditionTrue {
-				return fmt.Errorf("Ready = %+v", c)
-			}
-			if node.Labels[simulate.LabelPrefix] != "nsd-sim" || node.Labels[corev1.LabelHostname] != name {
-				return fmt.Errorf("labels %v", node.Labels)
-			}
-			_, err = admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
-			return err
-		})
-	}
-	if got := r.getNode(simulate.Name("nsd-sim", 3)); got.Name != "nsd-sim-3" {
-		t.Fatalf("GetNode(nsd-sim-3) = %s", got.Name)
 	}
 }
 

@@ -122,7 +122,7 @@ func (f *fakeCloud) GetInstanceMetadata(context.Context, *cloudsyncv1.GetInstanc
 // rig runs a nodestatusd Server in-process on real unix sockets, with a
 // fake CRI and a fake cloudsyncd beside it in the same short run dir.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	cri    *fakeCRI
 	cloud  *fakeCloud
@@ -143,7 +143,7 @@ type rigOpts struct {
 	images []*runtimeapi.Image
 }
 
-func startRig(t *testing.T, o rigOpts) *rig {
+func startRig(t testing.TB, o rigOpts) *rig {
 	t.Helper()
 	dir := testenv.ShortDir(t, "nsd")
 	r := &rig{t: t, dir: dir, cri: &fakeCRI{ready: !o.criNotReady, images: o.images}, cloud: &fakeCloud{}}
@@ -163,7 +163,7 @@ func startRig(t *testing.T, o rigOpts) *rig {
 	s.cfg.Socket = filepath.Join(dir, "nodestatusd.sock")
 	s.cfg.NodeStatusUpdateFrequency = time.Second
 	if o.mutate != nil {
-		o.mutate(&s.cfg)
+		o.mutate(s.cfg)
 	}
 	r.srv = s
 	running := servicetest.Start(t, s, s.cfg.Socket, servicetest.WithLogLevel(slog.LevelWarn))

@@ -7,7 +7,7 @@ import (
 )
 
 // registerMetrics exposes what the agents did, summed over all of them
-// (one for a real node, N when simulating).
+// (one for nodestatusd, N for nodestatussim).
 func registerMetrics(reg prometheus.Registerer, agents []*agent.Agent) {
 	if reg == nil {
 		return

@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 	nodeutil "k8s.io/component-helpers/node/util"
@@ -29,7 +25,6 @@ import (
 	"github.com/microlet/microlet/services/nodestatusd/internal/nodelease"
 	"github.com/microlet/microlet/services/nodestatusd/internal/registration"
 	"github.com/microlet/microlet/services/nodestatusd/internal/setters"
-	"github.com/microlet/microlet/services/nodestatusd/internal/simulate"
 	"github.com/microlet/microlet/services/nodestatusd/internal/sources"
 )
 
@@ -60,10 +55,6 @@ type Config struct {
 	DaemonPort          int32             `yaml:"daemon_port" flag:"daemon-port" usage:"kubelet API port advertised in the status while nodeapi does not answer (when it does, the port it really serves)"`
 	KubeAPIQPS          float32           `yaml:"kube_api_qps" flag:"kube-api-qps" usage:"QPS of the registration client (heartbeats are never throttled)"`
 	KubeAPIBurst        int               `yaml:"kube_api_burst" flag:"kube-api-burst" usage:"burst of the registration client"`
-
-	Simulate       int    `yaml:"simulate" flag:"simulate" usage:"simulate N nodes <simulate-prefix>-0..N-1 instead of the real one (load testing; needs a non-node credential)"`
-	SimulatePrefix string `yaml:"simulate_prefix" flag:"simulate-prefix" usage:"name prefix of simulated nodes"`
-	PprofAddr      string `yaml:"pprof_addr" flag:"pprof-addr" usage:"host:port to serve net/http/pprof on, for profiling a simulation (off when empty)"`
 }
 
 // DefaultConfig is the kubelet's defaults.
@@ -82,13 +73,37 @@ func DefaultConfig() Config {
 		DaemonPort:                setters.DefaultDaemonPort,
 		KubeAPIQPS:                50,
 		KubeAPIBurst:              100,
-		SimulatePrefix:            "sim",
 	}
+}
+
+// Nodes is which Nodes a Server keeps: nodestatusd's is the node it runs
+// on; nodestatussim (package simulate) hands NewFor many made-up ones.
+type Nodes interface {
+	// Validate checks the settings these nodes depend on; it runs first in
+	// Register.
+	Validate() error
+	// Share completes what their agents share: how many there are, which
+	// Nodes the informer watches and which inputs the nodes have.
+	Share(sc *agent.SharedConfig)
+	// Agents returns the agents on sh, each registering like reg.
+	Agents(sh *agent.Shared, reg registration.Options) []*agent.Agent
+}
+
+// thisNode is nodestatusd's Nodes: the one named node_name.
+type thisNode struct{ cfg *Config }
+
+func (n thisNode) Validate() error { return registration.ValidateNodeName(n.cfg.NodeName) }
+
+func (n thisNode) Share(sc *agent.SharedConfig) { sc.Nodes, sc.NodeName = 1, n.cfg.NodeName }
+
+func (n thisNode) Agents(sh *agent.Shared, reg registration.Options) []*agent.Agent {
+	return []*agent.Agent{agent.New(n.cfg.NodeName, sh, reg)}
 }
 
 // Server is the nodestatusd service.
 type Server struct {
-	cfg Config
+	cfg   *Config
+	nodes Nodes
 
 	// built by Register
 	reg      registration.Options
@@ -105,14 +120,24 @@ type Server struct {
 	statsTTL *statsCache
 }
 
-// New returns the service with its defaults.
-func New() *Server { return &Server{cfg: DefaultConfig(), clock: clock.RealClock{}} }
+// New returns the service with its defaults, keeping the node it runs on.
+func New() *Server {
+	cfg := DefaultConfig()
+	return NewFor(&cfg, thisNode{&cfg})
+}
+
+// NewFor returns the service keeping nodes, configured by cfg: the caller's
+// config embeds it, and Config returns cfg only (nodestatussim serves its
+// own, larger one).
+func NewFor(cfg *Config, nodes Nodes) *Server {
+	return &Server{cfg: cfg, nodes: nodes, clock: clock.RealClock{}}
+}
 
 // Name implements service.Service.
 func (s *Server) Name() string { return components.NodeStatusd }
 
 // Config implements service.Service.
-func (s *Server) Config() service.CommonConfig { return &s.cfg }
+func (s *Server) Config() service.CommonConfig { return s.cfg }
 
 // Register implements service.Service: it checks every setting, so a bad
 // node name, label, taint or threshold stops startup with one line.
@@ -130,15 +155,8 @@ func (s *Server) Register(env *service.Env) error {
 }
 
 func (s *Server) validate() error {
-	c := &s.cfg
-	if err := config.Join(config.NotNegative(field.NewPath("simulate"), c.Simulate)); err != nil {
-		return err
-	}
-	if c.Simulate > 0 {
-		if errs := validation.IsDNS1123Subdomain(c.SimulatePrefix + "-0"); len(errs) > 0 {
-			return fmt.Errorf("simulate_prefix %q: %s", c.SimulatePrefix, strings.Join(errs, "; "))
-		}
-	} else if err := registration.ValidateNodeName(c.NodeName); err != nil {
+	c := s.cfg
+	if err := s.nodes.Validate(); err != nil {
 		return err
 	}
 	if err := registration.ValidateLabels(c.NodeLabels); err != nil {
@@ -225,10 +243,7 @@ func (s *Server) validate() error {
 	}
 	rc, err := kubeclient.Config(c.Kubeconfig, components.NodeStatusd, c.KubeAPIQPS, c.KubeAPIBurst)
 	switch {
-	case errors.Is(err, kubeclient.ErrStandalone):
-		if c.Simulate > 0 {
-			return fmt.Errorf("simulate: needs a kubeconfig (simulated nodes exist only in an API server)")
-		}
+	case errors.Is(err, kubeclient.ErrStandalone): // restCfg stays nil
 	case err != nil:
 		return err
 	default:
@@ -244,7 +259,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	if err != nil {
 		return fmt.Errorf("host facts: %w", err)
 	}
-	// Readings are shared by every sync (and every simulated node) but kept
+	// Readings are shared by every sync (and every node of the process) but kept
 	// short, so the startup loop sees the runtime turn ready within a second.
 	maxAge := min(s.cfg.NodeStatusUpdateFrequency/2, time.Second)
 	s.runtime = sources.NewRuntime(env.Common.Endpoint(components.RuntimeShim), env.Common.ImageServiceEndpoint(), maxAge)
@@ -265,55 +280,33 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	in.PodCIDR = s.runtime.UpdatePodCIDR
 	in.Cloud = s.cloud.Get
 	in.KubeletAPI = kubeletAPI.Get
-	if s.cfg.Simulate == 0 {
-		// Simulated nodes have no podsyncd: their pressure stays False.
-		in.Pressure = setters.NewPressure(podSync.Get)
-		devices := sources.NewDevices(env.Common.Endpoint(components.PodSyncd), maxAge)
-		defer devices.Close()
-		in.Devices = setters.NewDevices(devices.Get)
-	}
+	in.Pressure = setters.NewPressure(podSync.Get)
+	devices := sources.NewDevices(env.Common.Endpoint(components.PodSyncd), maxAge)
+	defer devices.Close()
+	in.Devices = setters.NewDevices(devices.Get)
 	in.Extra = s.extra
 	in.ReadyErrors = s.ready
 	in.Machine = &setters.MachineCache{}
 
-	if s.cfg.PprofAddr != "" {
-		mux := http.NewServeMux()
-		service.HandlePprof(mux)
-		srv, err := service.ServeHTTP("pprof_addr", s.cfg.PprofAddr, mux, env.Log)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = srv.Close() }()
-	}
 	sc := agent.SharedConfig{
 		RestConfig: s.restCfg,
 		QPS:        s.cfg.KubeAPIQPS,
 		Burst:      s.cfg.KubeAPIBurst,
-		Nodes:      max(s.cfg.Simulate, 1),
-		NodeName:   s.cfg.NodeName,
 		Timing:     s.timing,
 		Clock:      s.clock,
 		Log:        env.Log,
 		Inputs:     in,
 	}
-	if s.cfg.Simulate > 0 {
-		sc.NodeSelector = labels.SelectorFromSet(labels.Set{simulate.LabelPrefix: s.cfg.SimulatePrefix})
-	}
+	s.nodes.Share(&sc)
 	sh, err := agent.NewShared(ctx, sc)
 	if err != nil {
 		return err
 	}
-	var agents []*agent.Agent
-	if s.cfg.Simulate > 0 {
-		agents = simulate.Agents(sh, s.reg, s.cfg.SimulatePrefix, s.cfg.Simulate)
-		env.Log.Info("simulating nodes", "count", s.cfg.Simulate, "prefix", s.cfg.SimulatePrefix)
-	} else {
-		agents = []*agent.Agent{agent.New(s.cfg.NodeName, sh, s.reg)}
-		if sh.Standalone() {
-			env.Log.Info("standalone: no kubeconfig; the Node is computed and served over gRPC only")
-		}
+	if sh.Standalone() {
+		env.Log.Info("standalone: no kubeconfig; the Node is computed and served over gRPC only")
 	}
-	runner := agent.NewRunner(agents, agent.WithStartSpread(simulate.StartSpread(len(agents))))
+	agents := s.nodes.Agents(sh, s.reg)
+	runner := agent.NewRunner(agents)
 	s.api.setAgents(agents)
 	registerMetrics(env.Registry, agents)
 	env.Ready()

@@ -37,7 +37,6 @@ func TestBadConfigIsOneLineUsageError(t *testing.T) {
 		{[]string{"--node-name", "ok", "--node-ip", "10.0.0.1,10.0.0.2"}, "node_ip"}, // two IPv4: refused as upstream
 		{[]string{"--node-name", "ok", "--node-ip", "10.0.0.1,fd00::1,fd00::2"}, "node_ip"},
 		{[]string{"--node-name", "ok", "--node-ip", "0.0.0.0"}, "node_ip"},
-		{[]string{"--node-name", "ok", "--simulate", "3"}, "simulate"},
 	} {
 		t.Run(tc.want+"/"+strings.Join(tc.args, " "), func(t *testing.T) {
 			s := New()

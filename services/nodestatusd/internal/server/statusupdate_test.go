@@ -21,6 +21,8 @@ import (
 // and the node's own identity: the first sync patches, unchanged syncs do
 // not (the Node's resourceVersion stays), a change patches, and the report
 // frequency passing patches again. Changed addresses replace the old ones.
+// A clock stepped back an hour reports at once and then every report
+// frequency again, rather than not for an hour and five minutes.
 func TestStatusPatchedOnlyOnChange(t *testing.T) {
 	cp := controlplane.Get(t)
 	ctx := context.Background()
@@ -94,4 +96,11 @@ func TestStatusPatchedOnlyOnChange(t *testing.T) {
 	if !equality.Semantic.DeepEqual(n.Status.Addresses, addrs) {
 		t.Fatalf("addresses merged instead of replaced: %+v", n.Status.Addresses)
 	}
+
+	clk.Step(-time.Hour)
+	sync(5) // stepped back: reported at once
+	clk.Step(4*time.Minute + 59*time.Second)
+	sync(5)
+	clk.Step(2 * time.Second)
+	sync(6) // and periodically from there
 }

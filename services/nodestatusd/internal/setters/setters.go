@@ -104,6 +104,7 @@ func Defaults(in *Inputs) []Setter {
 		NodeInfo(in),
 		DaemonEndpoints(in),
 		Images(in),
+		RuntimeHandlers(in),
 		PressureConditions(in),
 		in.Extra.Setter(in.Now),
 		ReadyCondition(in),
@@ -377,6 +378,25 @@ func (m *MachineCache) put(fsCapacity uint64, capacity, allocatable corev1.Resou
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.fsCapacity, m.capacity, m.allocatable = fsCapacity, capacity, allocatable
+}
+
+// RuntimeHandlers sets status.runtimeHandlers: the CRI runtime's handlers
+// and their features (recursive read-only mounts, user namespaces), as the
+// kubelet's setter does with the RecursiveReadOnlyMounts gate (GA, locked
+// on). While the runtime is down or not ready the list stays as it was, as
+// the kubelet keeps the handlers of its last ready runtime.
+func RuntimeHandlers(in *Inputs) Setter {
+	return func(ctx context.Context, node *corev1.Node) error {
+		if in.Runtime == nil {
+			return nil
+		}
+		st := in.Runtime(ctx)
+		if st.Err != nil || st.RuntimeReady != nil {
+			return nil
+		}
+		node.Status.RuntimeHandlers = st.Handlers
+		return nil
+	}
 }
 
 // NodeInfo sets the system info: IDs, kernel, OS image, OS and arch, the

@@ -313,3 +313,27 @@ func TestReadyErrors(t *testing.T) {
 		t.Fatalf("empty error: %v", err)
 	}
 }
+
+// TestRuntimeHandlers: the Node lists a ready runtime's handlers; while the
+// runtime is down or not ready the last list stays.
+func TestRuntimeHandlers(t *testing.T) {
+	no, yes := false, true
+	handlers := []corev1.NodeRuntimeHandler{{Name: "", Features: &corev1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: &yes, UserNamespaces: &no}}}
+	rt := &sources.RuntimeState{RuntimeName: "fake", RuntimeVersion: "1", Handlers: handlers}
+	in, _ := inputs(t, rt)
+	node := &corev1.Node{}
+	run(t, in, node)
+	if !reflect.DeepEqual(node.Status.RuntimeHandlers, handlers) {
+		t.Fatalf("runtime handlers = %+v, want %+v", node.Status.RuntimeHandlers, handlers)
+	}
+	for name, st := range map[string]sources.RuntimeState{
+		"down":      {Err: errors.New("container runtime is down")},
+		"not ready": {RuntimeName: "fake", RuntimeReady: errors.New("container runtime not ready")},
+	} {
+		*rt = st
+		run(t, in, node)
+		if !reflect.DeepEqual(node.Status.RuntimeHandlers, handlers) {
+			t.Errorf("runtime %s: handlers = %+v, want the last ones kept", name, node.Status.RuntimeHandlers)
+		}
+	}
+}

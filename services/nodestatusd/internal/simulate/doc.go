@@ -1,10 +1,13 @@
-// Package simulate makes the agents of many nodes in one process for
-// load-testing a control plane: <prefix>-0 … <prefix>-N-1, each registered,
-// its status synced and its Lease renewed exactly as a real node's, all
-// sharing one pair of API clients, one Node informer, one reading of the
-// host, the CRI and the cloud, and one agent.Runner. Simulated Nodes carry
-// LabelPrefix so the shared informer watches only them.
+// Package simulate is nodestatussim (services/nodestatusd/cmd/nodestatussim):
+// nodestatusd keeping many made-up nodes instead of its own, for
+// load-testing a control plane, as kwok does in a binary of its own. Nodes
+// <prefix>-0 … <prefix>-N-1 are each registered, their status synced and
+// their Lease renewed by nodestatusd's own code (its server, agents and
+// Runner), all sharing one pair of API clients, one Node informer and one
+// reading of the host, the CRI and the cloud. Simulated Nodes carry
+// LabelPrefix so the shared informer watches only them; they have no
+// podsyncd, so their pressure conditions stay False and they have no
+// device plugins.
 //
-//	agents := simulate.Agents(shared, regOpts, "sim", 1000)
-//	err := agent.NewRunner(agents, agent.WithStartSpread(simulate.StartSpread(1000))).Run(ctx)
+//	service.Main(simulate.New()) // nodestatussim --kubeconfig admin.kubeconfig --nodes 1000 --prefix sim
 package simulate

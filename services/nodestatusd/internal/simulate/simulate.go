@@ -3,10 +3,12 @@ package simulate
 import (
 	"fmt"
 	"maps"
-	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/microlet/microlet/services/nodestatusd/internal/agent"
 	"github.com/microlet/microlet/services/nodestatusd/internal/registration"
+	"github.com/microlet/microlet/services/nodestatusd/internal/server"
 )
 
 // LabelPrefix marks simulated Nodes with their prefix.
@@ -33,7 +35,25 @@ func Agents(sh *agent.Shared, reg registration.Options, prefix string, n int) []
 	return out
 }
 
-// StartSpread is the window over which n simulated nodes start: a second
-// per hundred nodes, so thousands do not register in one burst and their
-// periods do not line up.
-func StartSpread(n int) time.Duration { return time.Duration(n/100) * time.Second }
+// nodes is the simulation's server.Nodes.
+type nodes struct{ cfg *Config }
+
+var _ server.Nodes = nodes{}
+
+// Validate implements server.Nodes: the simulation's own settings.
+func (n nodes) Validate() error { return n.cfg.validate() }
+
+// Share implements server.Nodes: N nodes share the clients' budget, the
+// informer watches the Nodes labelled with the prefix, and with no
+// podsyncd there is no pressure or device plugin to read.
+func (n nodes) Share(sc *agent.SharedConfig) {
+	sc.Nodes = n.cfg.Nodes
+	sc.NodeSelector = labels.SelectorFromSet(labels.Set{LabelPrefix: n.cfg.Prefix})
+	sc.Inputs.Pressure = nil
+	sc.Inputs.Devices = nil
+}
+
+// Agents implements server.Nodes.
+func (n nodes) Agents(sh *agent.Shared, reg registration.Options) []*agent.Agent {
+	return Agents(sh, reg, n.cfg.Prefix, n.cfg.Nodes)
+}

@@ -28,6 +28,10 @@ type RuntimeState struct {
 	// RuntimeReady and NetworkReady are the CRI Status conditions as errors
 	// (nil when true), worded as the kubelet words them.
 	RuntimeReady, NetworkReady error
+	// Handlers are the runtime's handlers and their features, sorted by
+	// name, from a ready runtime's Status (the kubelet keeps them only
+	// then); nil otherwise.
+	Handlers []corev1.NodeRuntimeHandler
 	// Images come from ListImages, largest first.
 	Images []corev1.ContainerImage
 	// ImagesErr is set when ListImages failed; images are then left alone.
@@ -179,6 +183,9 @@ func (r *Runtime) read(ctx context.Context) RuntimeState {
 	}
 	st.RuntimeReady = conditionErr(status.GetStatus(), runtimeapi.RuntimeReady, "container runtime not ready")
 	st.NetworkReady = conditionErr(status.GetStatus(), runtimeapi.NetworkReady, "container runtime network not ready")
+	if st.RuntimeReady == nil {
+		st.Handlers = RuntimeHandlers(status.GetRuntimeHandlers())
+	}
 	imgs, err := img.ListImages(ctx, nil)
 	if err != nil {
 		st.ImagesErr = fmt.Errorf("list images at %s: %w", r.imageEndpoint, err)
@@ -224,5 +231,21 @@ func ContainerImages(in []*runtimeapi.Image) []corev1.ContainerImage {
 		}
 		out = append(out, corev1.ContainerImage{Names: names, SizeBytes: int64(img.GetSize())}) //nolint:gosec // image sizes fit
 	}
+	return out
+}
+
+// RuntimeHandlers converts the CRI's runtime handlers into the Node's
+// form, sorted by name as the kubelet sorts them (so a runtime listing
+// them in another order is no change to write); a handler without
+// features has none of them.
+func RuntimeHandlers(in []*runtimeapi.RuntimeHandler) []corev1.NodeRuntimeHandler {
+	out := make([]corev1.NodeRuntimeHandler, 0, len(in))
+	for _, h := range in {
+		rro, userns := h.GetFeatures().GetRecursiveReadOnlyMounts(), h.GetFeatures().GetUserNamespaces()
+		out = append(out, corev1.NodeRuntimeHandler{Name: h.GetName(), Features: &corev1.NodeRuntimeHandlerFeatures{
+			RecursiveReadOnlyMounts: &rro, UserNamespaces: &userns,
+		}})
+	}
+	slices.SortStableFunc(out, func(a, b corev1.NodeRuntimeHandler) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }

@@ -2,8 +2,10 @@ package sources
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +35,11 @@ func (f *fakeCRI) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeap
 	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
 		{Type: runtimeapi.RuntimeReady, Status: true},
 		{Type: runtimeapi.NetworkReady, Status: f.networkReady, Reason: "NoCNI", Message: "cni config uninitialized"},
-	}}}, nil
+	}}, RuntimeHandlers: []*runtimeapi.RuntimeHandler{
+		{Name: "runc", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true, UserNamespaces: true}},
+		{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true}},
+		{Name: "old"}, // no features: none of them
+	}}, nil
 }
 
 // ImageFsInfo answers k8s.io/cri-client's connection check of the image
@@ -79,6 +85,15 @@ func TestRuntimeReadsCRI(t *testing.T) {
 	}
 	if len(st.Images) != 2 || st.Images[0].Names[0] != "big:1" || st.Images[0].Names[1] != "big@sha256:00" {
 		t.Fatalf("images = %+v", st.Images)
+	}
+	// The handlers sorted by name, each with both features set.
+	var got []string
+	for _, h := range st.Handlers {
+		got = append(got, fmt.Sprintf("%q rro=%v userns=%v", h.Name, *h.Features.RecursiveReadOnlyMounts, *h.Features.UserNamespaces))
+	}
+	want := []string{`"" rro=true userns=false`, `"old" rro=false userns=false`, `"runc" rro=true userns=true`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("handlers = %q, want %q", got, want)
 	}
 }
 

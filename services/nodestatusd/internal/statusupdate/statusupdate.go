@@ -175,7 +175,12 @@ func (u *Updater) try(ctx context.Context, try int) error {
 	}
 	node, changed := u.Compute(ctx, original)
 	u.mu.Lock()
-	expired := u.clock.Since(u.lastReport) >= u.frequency+u.delay
+	// A negative age means the clock was stepped back past the last report
+	// (the real clock's monotonic reading hides a step from Since; a clock
+	// without one does not): report now rather than for as long as it
+	// went back.
+	age := u.clock.Since(u.lastReport)
+	expired := age < 0 || age >= u.frequency+u.delay
 	if !changed && !expired {
 		u.mu.Unlock()
 		return nil

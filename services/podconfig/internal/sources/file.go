@@ -140,28 +140,54 @@ func (f *File) watch(ctx context.Context, sink Sink, ticker clock.Ticker) (bool,
 			if !ok {
 				return true, errors.New("watcher closed")
 			}
-			broken := f.handle(ev)
-			// Take whatever else is queued before sending, so a burst of
-			// writes becomes one set.
-		drain:
-			for !broken {
-				select {
-				case ev, ok = <-w.Events:
-					if !ok {
-						broken = true
-						break drain
-					}
-					broken = f.handle(ev)
-				default:
-					break drain
-				}
+			broken, closed := f.takeBurst(ev, w.Events, sink)
+			if closed {
+				return true, errors.New("watcher closed")
 			}
-			sink(podsource.FileSource, f.current())
 			if broken {
 				return true, fmt.Errorf("%s was removed or replaced", f.Path)
 			}
 		}
 	}
+}
+
+// takeBurst applies ev and whatever events are already queued behind it,
+// then sends the set once, so a burst of writes becomes one set. A file
+// removed and created again within the burst sends the set in between: a
+// manifest deleted and written back with the same content has the same
+// UID, and folding the two away would hide from the node that the pod was
+// removed and added again (the kubelet, which sees every event, restarts
+// it). It reports whether the watched path itself went away and whether
+// the events channel closed.
+func (f *File) takeBurst(ev fsnotify.Event, events <-chan fsnotify.Event, sink Sink) (broken, closed bool) {
+	removed := map[string]bool{}
+	apply := func(ev fsnotify.Event) bool {
+		name := filepath.Clean(ev.Name)
+		if ev.Op&(fsnotify.Create|fsnotify.Write) != 0 && removed[name] {
+			sink(podsource.FileSource, f.current())
+			clear(removed)
+		}
+		if ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
+			removed[name] = true
+		}
+		return f.handle(ev)
+	}
+	broken = apply(ev)
+drain:
+	for !broken {
+		select {
+		case next, ok := <-events:
+			if !ok {
+				closed = true
+				break drain
+			}
+			broken = apply(next)
+		default:
+			break drain
+		}
+	}
+	sink(podsource.FileSource, f.current())
+	return broken, closed
 }
 
 // handle applies one fsnotify event to the cache. It reports whether the

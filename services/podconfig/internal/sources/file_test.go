@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	corev1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -148,5 +149,54 @@ func TestFileSourceSingleFileAndRelist(t *testing.T) {
 		s.waitFor(t, "image "+img, func(p []*corev1.Pod) bool {
 			return len(p) == 1 && p[0].Spec.Containers[0].Image == img
 		}, func() { clk.Step(time.Duration(i+1) * time.Second) })
+	}
+}
+
+// A manifest deleted and written back at once (same content, same UID)
+// must reach the node as a removal and an addition, the way the kubelet's
+// file source shows it, even when the events arrive in one burst; a burst
+// of writes to one file still becomes one set.
+func TestFileSourceBurstKeepsARemovalAndRecreation(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	write(t, a, podManifest("a", "busybox:1"))
+	write(t, b, podManifest("b", "busybox:1"))
+	f := &File{Path: dir, NodeName: "node1", Log: slog.New(slog.DiscardHandler), Report: &reports{}, files: map[string]*fileEntry{}}
+	s := newSets()
+	f.relist(s.sink)
+	if !hasNames("default/a-node1", "default/b-node1")(s.last()) {
+		t.Fatalf("first set: %s", podNames(s.last()))
+	}
+	uid := s.last()[1].UID
+
+	// b is removed and written back, then a is written twice: one burst.
+	if err := os.Remove(b); err != nil {
+		t.Fatal(err)
+	}
+	write(t, b, podManifest("b", "busybox:1"))
+	write(t, a, podManifest("a", "busybox:2"))
+	events := make(chan fsnotify.Event, 8)
+	for _, ev := range []fsnotify.Event{
+		{Name: b, Op: fsnotify.Create}, {Name: b, Op: fsnotify.Write},
+		{Name: a, Op: fsnotify.Write}, {Name: a, Op: fsnotify.Write},
+	} {
+		events <- ev
+	}
+	before := s.count()
+	broken, closed := f.takeBurst(fsnotify.Event{Name: b, Op: fsnotify.Remove}, events, s.sink)
+	if broken || closed {
+		t.Fatalf("broken %v, closed %v", broken, closed)
+	}
+	s.mu.Lock()
+	got := s.all[before:]
+	s.mu.Unlock()
+	if len(got) != 2 {
+		t.Fatalf("the burst sent %d sets, want 2 (b removed, then back with a's change)", len(got))
+	}
+	if !hasNames("default/a-node1")(got[0]) {
+		t.Fatalf("set after b's removal: %s", podNames(got[0]))
+	}
+	if !hasNames("default/a-node1", "default/b-node1")(got[1]) || got[1][1].UID != uid || got[1][0].Spec.Containers[0].Image != "busybox:2" {
+		t.Fatalf("set after the burst: %s", podNames(got[1]))
 	}
 }

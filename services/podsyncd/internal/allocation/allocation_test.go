@@ -5,13 +5,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/microlet/microlet/internal/statefile/statefiletest"
 )
 
 func reqs(cpu, mem string) corev1.ResourceRequirements {
@@ -96,16 +97,7 @@ func TestCorruptCheckpointQuarantined(t *testing.T) {
 			if _, ok := s.Allocated(pod.UID); ok {
 				t.Fatal("state not empty after quarantine")
 			}
-			moved, _ := filepath.Glob(path + ".corrupt-*")
-			if len(moved) != 1 {
-				t.Fatalf("files moved aside: %v", moved)
-			}
-			if got, _ := os.ReadFile(moved[0]); string(got) != content {
-				t.Fatalf("moved file holds %q, want the original", got)
-			}
-			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), moved[0]) {
-				t.Fatalf("no Warning naming the moved file: %s", logs.String())
-			}
+			statefiletest.MovedAside(t, path, statefiletest.Want{Content: []byte(content), Log: &logs})
 			if err := s.SetAllocated(pod); err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -62,6 +63,11 @@ type GC struct {
 	rt     criapi.RuntimeService
 	policy Policy
 	opts   Options
+
+	mu sync.Mutex
+	// future holds, for each container whose creation time reads after
+	// now, when a pass first saw it so (see young).
+	future map[string]time.Time
 }
 
 // New returns a collector over the CRI runtime rt.
@@ -108,7 +114,7 @@ func (g *GC) collect(ctx context.Context, gone, contentGone Gone) (Result, error
 		return res, fmt.Errorf("list containers: %w", err)
 	}
 	removed := map[string]bool{}
-	for _, c := range PlanContainers(cs, g.policy, g.opts.Clock.Now(), gone) {
+	for _, c := range g.plan(cs, gone) {
 		if err := g.removeContainer(ctx, c); err != nil {
 			errs = append(errs, err)
 			continue
@@ -244,12 +250,51 @@ type unitKey struct {
 // container of a pod that is not gone.
 func PlanContainers(cs []*runtimeapi.Container, p Policy, now time.Time, gone Gone) []*runtimeapi.Container {
 	newest := now.Add(-p.MinAge)
+	return planContainers(cs, p, func(c *runtimeapi.Container) bool { return time.Unix(0, c.CreatedAt).After(newest) }, gone)
+}
+
+// plan is PlanContainers at the collector's clock, with young's ages.
+func (g *GC) plan(cs []*runtimeapi.Container, gone Gone) []*runtimeapi.Container {
+	return planContainers(cs, g.policy, g.young(cs, g.opts.Clock.Now()), gone)
+}
+
+// young returns the test for containers of cs younger than MinAge at now.
+// A container's age is counted from its creation time, which the runtime
+// dates by the wall clock; one that reads after now was created before the
+// clock was stepped back, and its age is counted instead from the pass that
+// first saw it so, by the collector's own clock. The kubelet skips such a
+// container, with the default MinAge of 0 too, until the clock catches up:
+// after a step back of a day, a day of dead containers piles up.
+func (g *GC) young(cs []*runtimeapi.Container, now time.Time) func(*runtimeapi.Container) bool {
+	newest := now.Add(-g.policy.MinAge)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	seen := map[string]time.Time{}
+	for _, c := range cs {
+		if time.Unix(0, c.CreatedAt).After(now) {
+			at, ok := g.future[c.Id]
+			if !ok || at.After(now) {
+				at = now
+			}
+			seen[c.Id] = at
+		}
+	}
+	g.future = seen // forgets containers removed, or no longer ahead of the clock
+	return func(c *runtimeapi.Container) bool {
+		if at, ok := seen[c.Id]; ok {
+			return at.After(newest)
+		}
+		return time.Unix(0, c.CreatedAt).After(newest)
+	}
+}
+
+func planContainers(cs []*runtimeapi.Container, p Policy, young func(*runtimeapi.Container) bool, gone Gone) []*runtimeapi.Container {
 	units := map[unitKey][]*runtimeapi.Container{}
 	for _, c := range cs {
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			continue
 		}
-		if time.Unix(0, c.CreatedAt).After(newest) {
+		if young(c) {
 			continue
 		}
 		k := unitKey{containerUID(c), c.GetMetadata().GetName()}

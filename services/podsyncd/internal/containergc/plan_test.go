@@ -150,3 +150,48 @@ func TestPodUIDFromLogDir(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanAcrossClockSteps: container ages come from their creation times,
+// which the runtime dates by the wall clock. Stepped back a day, every
+// container reads as created in the future. With the default policy (no
+// minimum age) the dead containers of the gone pod G go at once, as they
+// would without the step; with a 30-minute minimum age they go 30 minutes
+// after the step, not a day and 30 minutes later; the newest instance of
+// a pod that is still there is kept throughout. Stepped forward by days,
+// every dead container is old enough.
+func TestPlanAcrossClockSteps(t *testing.T) {
+	cs := []*runtimeapi.Container{
+		ctr("a1", "A", "app", 50*time.Minute, exited),
+		ctr("a2", "A", "app", 40*time.Minute, exited),
+		ctr("g1", "G", "app", 10*time.Minute, exited),
+		ctr("g2", "G", "app", 5*time.Minute, exited),
+		ctr("r1", "A", "side", 5*time.Minute, running),
+	}
+	for _, tc := range []struct {
+		name  string
+		p     Policy
+		steps []time.Duration
+		want  [][]string // removed after each step
+	}{
+		{"default policy", DefaultPolicy(),
+			[]time.Duration{0, -24 * time.Hour, time.Minute},
+			[][]string{{"a1", "g1", "g2"}, {"a1", "g1", "g2"}, {"a1", "g1", "g2"}}},
+		{"30-minute minimum age", Policy{MinAge: 30 * time.Minute, MaxPerPodContainer: 1, MaxContainers: -1},
+			[]time.Duration{0, -24 * time.Hour, 29 * time.Minute, time.Minute, -time.Hour, 29 * time.Minute, time.Minute},
+			[][]string{{"a1"}, nil, nil, {"a1", "g1", "g2"}, nil, nil, {"a1", "g1", "g2"}}},
+		{"a forward step", Policy{MinAge: 30 * time.Minute, MaxPerPodContainer: 1, MaxContainers: -1},
+			[]time.Duration{0, 72 * time.Hour},
+			[][]string{{"a1"}, {"a1", "g1", "g2"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testclock.NewFakeClock(t0)
+			g := New(nil, tc.p, Options{Clock: clk})
+			for i, d := range tc.steps {
+				clk.Step(d)
+				if got := ids(g.plan(cs, goneSet("G"))); !slices.Equal(got, tc.want[i]) {
+					t.Fatalf("after step %d (%v): removed %v, want %v", i, d, got, tc.want[i])
+				}
+			}
+		})
+	}
+}

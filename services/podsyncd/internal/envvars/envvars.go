@@ -36,6 +36,9 @@ type Info struct {
 	// referenced by $(VAR) and are added after the container's own, which
 	// win over them.
 	ServiceEnv map[string]string
+	// VolumePaths are the host paths of the pod's volumes by name, where a
+	// fileKeyRef's env file is read; nil when the node set up none.
+	VolumePaths map[string]string
 }
 
 // Var is one resolved variable.
@@ -196,7 +199,10 @@ func valueFrom(ctx context.Context, pod *corev1.Pod, c *corev1.Container, src So
 		}
 		return "", false, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, pod.Namespace, ref.Name)
 	case from.FileKeyRef != nil:
-		return "", false, errors.New("fileKeyRef is not supported by this node")
+		if info.VolumePaths == nil {
+			return "", false, errNoVolumes
+		}
+		return fileKeyValue(from.FileKeyRef, info.VolumePaths)
 	}
 	return "", false, errors.New("valueFrom names no source")
 }

@@ -246,9 +246,14 @@ func (m *Manager) Synchronize(ctx context.Context) ([]*corev1.Pod, error) {
 		// is available again.
 		met = mergeThresholds(met, thresholdsMet(m.thresholdsMet, obs, true))
 	}
+	// The times below are the manager's own clock readings; the real
+	// clock's monotonic part keeps them apart from wall-clock steps. One
+	// that reads after now (a clock without a monotonic reading, stepped
+	// back) counts as now: the grace and transition periods run from the
+	// step instead of for as long as the clock went back.
 	first := make(map[string]time.Time, len(met))
 	for _, t := range met {
-		if at, ok := m.firstObservedAt[key(t)]; ok {
+		if at, ok := m.firstObservedAt[key(t)]; ok && !at.After(now) {
 			first[key(t)] = at
 		} else {
 			first[key(t)] = now
@@ -259,6 +264,9 @@ func (m *Manager) Synchronize(ctx context.Context) ([]*corev1.Pod, error) {
 	}
 	var conds []corev1.NodeConditionType
 	for c, at := range m.conditionObserved {
+		if at.After(now) {
+			m.conditionObserved[c], at = now, now
+		}
 		if now.Sub(at) < m.cfg.PressureTransitionPeriod {
 			conds = append(conds, c)
 		} else {
@@ -282,12 +290,15 @@ func (m *Manager) Synchronize(ctx context.Context) ([]*corev1.Pod, error) {
 	m.firstObservedAt = first
 	m.thresholdsMet = graceMet
 	// Only thresholds whose signal was measured anew since the last pass
-	// act, so one stale reading does not evict twice.
+	// act, so one stale reading does not evict twice. Anew is a different
+	// time, not a later one (the kubelet's): the stats are dated by the
+	// wall clock, and after a step back every new reading is earlier than
+	// the last; eviction would stand still until the clock caught up.
 	updated := graceMet[:0:0]
 	for _, t := range graceMet {
 		o := obs[t.Signal]
 		last, ok := m.lastObservations[t.Signal]
-		if !ok || o.time.IsZero() || o.time.After(last.time) {
+		if !ok || o.time.IsZero() || !o.time.Equal(last.time) {
 			updated = append(updated, t)
 		}
 	}

@@ -368,3 +368,61 @@ func TestRankMemoryWithoutStatsFirst(t *testing.T) {
 		t.Fatalf("order %s %s %s, want b (no stats), c, a", got[0].Name, got[1].Name, got[2].Name)
 	}
 }
+
+// TestEvictionAcrossClockSteps: under memory pressure with a soft threshold
+// (30 s grace) and a 5-minute transition period, the clock is stepped
+// back an hour (the stats, dated by the wall clock, go back with it). The
+// grace period still ends 30 s after the step, the eviction still happens
+// (new readings are earlier than the last, but new), and the condition
+// clears 5 minutes after memory came back, not an hour and 5 minutes.
+// Stepped forward three days, a hard threshold still evicts and the
+// condition holds its transition period from then.
+func TestEvictionAcrossClockSteps(t *testing.T) {
+	w := newWorld()
+	w.memAvail, w.memWS = "1500Mi", "2Gi"
+	w.pods = []*corev1.Pod{podSpec("a", nil, nil), podSpec("b", nil, nil)}
+	w.use = map[string]podUse{"a": {memory: "200Mi"}, "b": {memory: "100Mi"}}
+	var got []evicted
+	th := mustParse(t, evictionapi.Config{
+		Hard: map[string]string{"memory.available": "100Mi"},
+		Soft: map[string]string{"memory.available": "2Gi"}, SoftGracePeriod: map[string]string{"memory.available": "30s"}})
+	m := w.manager(t, Config{Thresholds: th, PressureTransitionPeriod: 5 * time.Minute, MaxPodGracePeriodSeconds: 20}, &got)
+	sync := func(what string, wantEvicted int, wantPressure bool) {
+		t.Helper()
+		if _, err := m.Synchronize(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != wantEvicted || m.Pressure().Has(corev1.NodeMemoryPressure) != wantPressure {
+			t.Fatalf("%s: evicted %+v, pressure %+v; want %d evicted, pressure %v", what, got, m.Pressure(), wantEvicted, wantPressure)
+		}
+	}
+	sync("soft threshold crossed", 0, true)
+	w.clock.Step(10 * time.Second)
+	sync("10 s in", 0, true)
+	w.clock.Step(-time.Hour)
+	sync("stepped back an hour", 0, true)
+	w.clock.Step(29 * time.Second)
+	sync("29 s after the step", 0, true)
+	w.clock.Step(time.Second)
+	sync("30 s after the step: grace over", 1, true)
+
+	w.pods = w.pods[1:]
+	w.memAvail, w.memWS = "3Gi", "512Mi"
+	w.clock.Step(time.Minute)
+	sync("memory back", 1, true)
+	w.clock.Step(-24 * time.Hour)
+	sync("stepped back a day", 1, true)
+	w.clock.Step(4*time.Minute + 59*time.Second)
+	sync("inside the transition period", 1, true)
+	w.clock.Step(time.Second)
+	sync("5 min after the step back: transition over", 1, false)
+
+	w.clock.Step(72 * time.Hour)
+	w.memAvail = "50Mi"
+	sync("three days forward, under the hard threshold", 2, true)
+	w.memAvail = "3Gi"
+	w.clock.Step(4 * time.Minute)
+	sync("4 min later", 2, true)
+	w.clock.Step(time.Minute)
+	sync("5 min later", 2, false)
+}

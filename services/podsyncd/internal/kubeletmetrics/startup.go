@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/microlet/microlet/internal/podutil"
 )
 
 // StartupTracker measures the pod start SLI as the kubelet's pod startup
@@ -53,7 +55,7 @@ func (t *StartupTracker) ObservedPodOnWatch(pod *corev1.Pod, when time.Time) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+	if podutil.IsTerminal(pod.Status.Phase) {
 		delete(t.pods, pod.UID)
 		return
 	}

@@ -5,10 +5,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/microlet/microlet/internal/statefile/statefiletest"
 	"github.com/microlet/microlet/services/podsyncd/internal/kubeletmetrics"
 )
 
@@ -32,16 +32,7 @@ func TestCorruptStateQuarantined(t *testing.T) {
 			if start, end := shutdownGauges(t, metrics); start != 0 || end != 0 {
 				t.Errorf("gauges %v, %v from a corrupt state, want 0", start, end)
 			}
-			aside, _ := filepath.Glob(path + ".corrupt-*")
-			if len(aside) != 1 {
-				t.Fatalf("moved aside: %v, want one file", aside)
-			}
-			if b, _ := os.ReadFile(aside[0]); string(b) != bad {
-				t.Errorf("%s holds %q, want the corrupt content", aside[0], b)
-			}
-			if l := log.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, aside[0]) {
-				t.Errorf("no Warning naming %s:\n%s", aside[0], l)
-			}
+			statefiletest.MovedAside(t, path, statefiletest.Want{Content: []byte(bad), Log: &log})
 			st := State{StartTime: time.Unix(1000, 0), EndTime: time.Unix(1010, 0)}
 			if err := StoreState(path, st); err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -35,10 +36,31 @@ type Relister struct {
 	period   time.Duration
 	onChange func(types.UID)
 	log      *slog.Logger
-	last     map[types.UID]string
 	metrics  *kubeletmetrics.Metrics
+	observer Observer
 	// lastOK is when the last successful relist began.
 	lastOK time.Time
+
+	// mu guards last, which Holds reads from other goroutines.
+	mu sync.Mutex
+	// last is each pod's fingerprint in the last successful relist (nil
+	// before the first).
+	last map[types.UID]string
+}
+
+// Holds says whether the last successful relist saw runtime state (a
+// sandbox or a container) of the pod; known is false until a relist has
+// succeeded. A pod that podsyncd has not started since the relist can only
+// have state the relist saw, so a new pod's admission need not read the
+// runtime to learn that it has none.
+func (r *Relister) Holds(uid types.UID) (held, known bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil {
+		return false, false
+	}
+	_, held = r.last[uid]
+	return held, true
 }
 
 // Option configures a Relister.
@@ -48,9 +70,31 @@ type Option func(*Relister)
 // interval, last seen) and the running pods and containers in m.
 func WithMetrics(m *kubeletmetrics.Metrics) Option { return func(r *Relister) { r.metrics = m } }
 
+// Observer hears what the relister learns besides the changed pods' UIDs
+// (a Cache).
+type Observer interface {
+	// Changed is called for a changed pod before its onChange.
+	Changed(uid types.UID)
+	// Relisted is called once a relist that began at start succeeded,
+	// after the Changed calls of its changes.
+	Relisted(start time.Time)
+}
+
+// WithObserver tells o about every change before onChange, and about each
+// successful relist.
+func WithObserver(o Observer) Option { return func(r *Relister) { r.observer = o } }
+
+// changed reports a change of uid.
+func (r *Relister) changed(uid types.UID) {
+	if r.observer != nil {
+		r.observer.Changed(uid)
+	}
+	r.onChange(uid)
+}
+
 // New returns a relister calling onChange for every pod whose runtime state changed.
 func New(rt Runtime, period time.Duration, log *slog.Logger, onChange func(types.UID), opts ...Option) *Relister {
-	r := &Relister{rt: rt, period: period, onChange: onChange, log: log, last: map[types.UID]string{}}
+	r := &Relister{rt: rt, period: period, onChange: onChange, log: log}
 	for _, o := range opts {
 		o(r)
 	}
@@ -132,15 +176,20 @@ func (r *Relister) Relist(ctx context.Context) (err error) {
 	}
 	for uid, fp := range now {
 		if r.last[uid] != fp {
-			r.onChange(uid)
+			r.changed(uid)
 		}
 	}
 	for uid := range r.last {
 		if _, ok := now[uid]; !ok {
-			r.onChange(uid)
+			r.changed(uid)
 		}
 	}
+	r.mu.Lock()
 	r.last = now
+	r.mu.Unlock()
+	if r.observer != nil {
+		r.observer.Relisted(start)
+	}
 	return nil
 }
 
@@ -164,7 +213,7 @@ func (r *Relister) events(ctx context.Context) {
 			case ev := <-ch:
 				delay = eventsBackoff.DelayFunc()
 				if sb := ev.GetPodSandboxStatus(); sb != nil && sb.Metadata != nil {
-					r.onChange(types.UID(sb.Metadata.Uid))
+					r.changed(types.UID(sb.Metadata.Uid))
 				}
 			case err := <-done:
 				if !errors.Is(err, io.EOF) && ctx.Err() == nil {

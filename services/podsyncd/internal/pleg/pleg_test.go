@@ -171,3 +171,44 @@ func TestEventsTriggerPod(t *testing.T) {
 	<-stopped
 	<-rt.returned
 }
+
+// TestHolds: before a relist succeeded nothing is known; then a pod is held
+// while the last successful relist saw a sandbox or a container of it, and
+// a failed relist leaves the answer as the last success gave it.
+func TestHolds(t *testing.T) {
+	f := &fakeRuntime{
+		sbs: []*runtimeapi.PodSandbox{{Id: "s1", State: runtimeapi.PodSandboxState_SANDBOX_READY, Labels: uidLabels("a")}},
+		cs:  []*runtimeapi.Container{{Id: "c1", State: runtimeapi.ContainerState_CONTAINER_EXITED, Labels: uidLabels("b")}},
+	}
+	r := New(f, 0, slog.New(slog.NewTextHandler(io.Discard, nil)), func(types.UID) {})
+	check := func(step string, uid types.UID, held, known bool) {
+		t.Helper()
+		if h, k := r.Holds(uid); h != held || k != known {
+			t.Errorf("%s: Holds(%s) = %v, %v; want %v, %v", step, uid, h, k, held, known)
+		}
+	}
+	check("before any relist", "a", false, false)
+	f.fail = true
+	if err := r.Relist(context.Background()); err == nil {
+		t.Fatal("relist of a failing runtime succeeded")
+	}
+	check("after a failed first relist", "a", false, false)
+	f.fail = false
+	if err := r.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	check("sandbox listed", "a", true, true)
+	check("container listed", "b", true, true)
+	check("new pod", "n", false, true)
+	f.mu.Lock()
+	f.sbs = nil
+	f.mu.Unlock()
+	f.fail = true
+	_ = r.Relist(context.Background())
+	check("failed relist keeps the last", "a", true, true)
+	f.fail = false
+	if err := r.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	check("sandbox gone", "a", false, true)
+}

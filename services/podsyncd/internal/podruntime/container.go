@@ -30,16 +30,15 @@ func (m *Manager) startOne(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 		restarts = prev.Attempt + 1
 		if prev.State == StateExited {
 			key := backoffKey(pod, c)
-			if m.crash.IsInBackOffSince(key, prev.FinishedAt) {
-				wait := m.crash.Get(key)
+			if wait, left, in := m.crash.wait(pod.UID, key, prev.ID, prev.FinishedAt); in {
 				msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", wait, c.Name, pod.Name, pod.Namespace, pod.UID)
 				m.opts.Recorder.Eventf(events.ContainerRef(pod, c), corev1.EventTypeWarning, events.BackOff,
 					"Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID)
 				m.setReason(pod.UID, c.Name, &Reason{ReasonCrashLoopBackOff, msg})
-				res.requeue(prev.FinishedAt.Add(wait).Sub(m.opts.Clock.Now()) + 100*time.Millisecond)
+				res.requeue(left + 100*time.Millisecond)
 				return
 			}
-			m.crash.Next(key, prev.FinishedAt)
+			m.crash.next(pod.UID, key, prev.ID, prev.FinishedAt)
 		}
 		if prev.State == StateCreated {
 			restarts = prev.Attempt
@@ -259,6 +258,7 @@ func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container, env map[string]st
 		return nil, fmt.Errorf("container %s: volume mounts need a data dir for volumes", c.Name)
 	}
 	vols := m.opts.Volumes.Paths(pod.UID)
+	rroSupported := m.SupportsRecursiveReadOnlyMounts(pod)
 	var out []*runtimeapi.Mount
 	for _, vm := range c.VolumeMounts {
 		v, ok := vols[vm.Name]
@@ -270,13 +270,19 @@ func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container, env map[string]st
 		if err != nil {
 			return nil, err
 		}
+		// As the kubelet, on the volumeMount as written (a volume forced
+		// read-only does not make recursiveReadOnly valid).
+		rro, err := ResolveRecursiveReadOnly(&vm, rroSupported)
+		if err != nil {
+			return nil, fmt.Errorf("failed to resolve recursive read-only mode: %w", err)
+		}
 		if v.Image {
 			// The runtime mounts the image (its subPath directory) read-only.
 			img, ok := images[vm.Name]
 			if !ok {
 				return nil, fmt.Errorf("container %s: image volume %q is not pulled", c.Name, vm.Name)
 			}
-			out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, Image: img, ImageSubPath: sub, Readonly: true})
+			out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, Image: img, ImageSubPath: sub, Readonly: true, RecursiveReadOnly: rro})
 			continue
 		}
 		if sub != "" {
@@ -288,13 +294,16 @@ func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container, env map[string]st
 				return nil, fmt.Errorf("failed to prepare subPath for volumeMount %q of container %q", vm.Name, c.Name)
 			}
 		}
-		mnt := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly || v.ReadOnly}
+		mnt := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly || v.ReadOnly, RecursiveReadOnly: rro}
 		if vm.MountPropagation != nil {
 			switch *vm.MountPropagation {
 			case corev1.MountPropagationHostToContainer:
 				mnt.Propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
 			case corev1.MountPropagationBidirectional:
 				mnt.Propagation = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+			case corev1.MountPropagationNone:
+			default:
+				return nil, fmt.Errorf("invalid MountPropagation mode: %q", *vm.MountPropagation)
 			}
 		}
 		out = append(out, mnt)
@@ -312,6 +321,14 @@ func (m *Manager) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 	var err error
 	if info.ServiceEnv, err = envvars.ServiceEnv(pod, m.opts.Services); err != nil {
 		return nil, err
+	}
+	if v := m.opts.Volumes; v != nil {
+		info.VolumePaths = map[string]string{}
+		for name, vol := range v.Paths(pod.UID) {
+			if !vol.Image {
+				info.VolumePaths[name] = vol.Path
+			}
+		}
 	}
 	envs, err := m.envFor(ctx, pod, c, info)
 	if err != nil {

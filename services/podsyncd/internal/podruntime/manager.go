@@ -106,6 +106,9 @@ type Options struct {
 	// Startup is told of image pulls and init container runs, which the
 	// pod start SLI leaves out; nil tracks nothing.
 	Startup *kubeletmetrics.StartupTracker
+	// RecursiveReadOnly says whether the runtime handler a pod runs on
+	// makes recursive read-only mounts (runtimehandlers); nil: none does.
+	RecursiveReadOnly func(*corev1.Pod) bool
 }
 
 // Reason is a container's waiting reason remembered between syncs.
@@ -120,7 +123,7 @@ type Manager struct {
 	img   criapi.ImageManagerService
 	opts  Options
 	log   *slog.Logger
-	crash *flowcontrol.Backoff
+	crash *crashBackOff
 	pulls *flowcontrol.Backoff
 
 	mu      sync.Mutex
@@ -207,12 +210,12 @@ func NewManager(rt criapi.RuntimeService, img criapi.ImageManagerService, opts O
 		opts.Recorder = events.NewLog(opts.Log)
 	}
 	return &Manager{
-		rt:      rt,
+		rt:      actionCounter{rt},
 		img:     img,
 		opts:    opts,
 		log:     opts.Log,
-		crash:   flowcontrol.NewFakeBackOff(opts.BackoffInitial, opts.BackoffMax, opts.Clock),
-		pulls:   flowcontrol.NewFakeBackOff(opts.ImagePullBackoffInitial, opts.ImagePullBackoffMax, opts.Clock),
+		crash:   newCrashBackOff(opts.BackoffInitial, opts.BackoffMax, opts.Clock),
+		pulls:   newPullBackOff(opts.ImagePullBackoffInitial, opts.ImagePullBackoffMax, opts.Clock),
 		reasons: map[types.UID]map[string]Reason{},
 	}
 }
@@ -244,16 +247,21 @@ func (m *Manager) setReason(uid types.UID, name string, r *Reason) {
 	m.reasons[uid][name] = *r
 }
 
-// Forget drops what the manager remembers about a pod and its volume dirs.
-func (m *Manager) Forget(uid types.UID) {
+// Forget drops what the manager remembers about a pod and removes its pod
+// dir with its volumes. An error leaves the dir for the loop's housekeeping
+// to retry.
+func (m *Manager) Forget(uid types.UID) error {
 	m.mu.Lock()
 	delete(m.reasons, uid)
 	m.mu.Unlock()
-	if m.opts.Volumes != nil {
-		if err := m.opts.Volumes.Cleanup(uid); err != nil {
-			m.log.Warn("could not remove pod volumes", "uid", uid, "err", err)
-		}
+	m.crash.forget(uid)
+	if m.opts.Volumes == nil {
+		return nil
 	}
+	if err := m.opts.Volumes.Cleanup(uid); err != nil {
+		return fmt.Errorf("pod %s: remove the pod dir: %w", uid, err)
+	}
+	return nil
 }
 
 // SyncResult reports what a SyncPod did.

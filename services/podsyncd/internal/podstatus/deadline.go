@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/microlet/microlet/internal/podutil"
 )
 
 // The kubelet's active-deadline verdict (pkg/kubelet/active_deadline.go):
@@ -31,7 +33,7 @@ func DeadlineLeft(pod *corev1.Pod, start *metav1.Time, now time.Time) (left time
 // active-deadline sync handler does: phase Failed, reason DeadlineExceeded.
 // A pod that already finished for another reason keeps its verdict.
 func applyDeadline(in Input, st *corev1.PodStatus) {
-	if p := in.Previous; p != nil && (p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed) && p.Reason != ReasonDeadlineExceeded {
+	if p := in.Previous; p != nil && podutil.IsTerminal(p.Phase) && p.Reason != ReasonDeadlineExceeded {
 		return
 	}
 	if left, ok := DeadlineLeft(in.Pod, st.StartTime, in.Now); !ok || left > 0 {

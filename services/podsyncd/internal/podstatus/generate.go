@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/microlet/microlet/internal/podsource"
 	"github.com/microlet/microlet/internal/podutil"
 	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 	"github.com/microlet/microlet/services/podsyncd/internal/resources"
@@ -35,6 +36,9 @@ type Input struct {
 	// ResizeConditions are the pod's PodResizePending and
 	// PodResizeInProgress conditions; a terminal pod shows none.
 	ResizeConditions []corev1.PodCondition
+	// RecursiveReadOnly says whether the pod's runtime handler makes
+	// recursive read-only mounts, for the statuses' volumeMounts.
+	RecursiveReadOnly bool
 }
 
 // Probes are the prober's verdicts on running container instances.
@@ -78,7 +82,10 @@ func Generate(in Input) corev1.PodStatus {
 	st.ContainerStatuses = containerStatuses(in, pod.Spec.Containers, false)
 	st.EphemeralContainerStatuses = ephemeralStatuses(in)
 	st.Phase = Phase(pod, st.InitContainerStatuses, st.ContainerStatuses)
-	if in.Terminal && st.Phase != corev1.PodSucceeded && st.Phase != corev1.PodFailed {
+	// A static pod keeps the phase its containers give it, as the
+	// kubelet's (kubernetes#116484): it is not finished for good, since its
+	// manifest may come back with the same UID and start it again.
+	if in.Terminal && !podsource.IsStatic(pod) && st.Phase != corev1.PodSucceeded && st.Phase != corev1.PodFailed {
 		st.Phase = corev1.PodFailed
 		if allSucceeded(st.ContainerStatuses) {
 			st.Phase = corev1.PodSucceeded
@@ -152,7 +159,7 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 	var out []corev1.ContainerStatus
 	for i := range specs {
 		c := &specs[i]
-		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image}
+		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, VolumeMounts: volumeMounts(c, in.RecursiveReadOnly)}
 		latest := in.Runtime.Latest(c.Name)
 		reason, hasReason := in.Reasons[c.Name]
 		if latest != nil {
@@ -227,6 +234,29 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 			cs.Started = &started
 		}
 		out = append(out, cs)
+	}
+	return out
+}
+
+// volumeMounts are a container's volumeMounts as its status reports them
+// (the kubelet does so with the RecursiveReadOnlyMounts gate, GA and locked
+// on): a read-only one says whether it is recursively read-only, as
+// resolved for the pod's runtime handler; one that cannot be resolved
+// (the container then waits with CreateContainerConfigError) says
+// Disabled, as the kubelet's does.
+func volumeMounts(c *corev1.Container, rroSupported bool) []corev1.VolumeMountStatus {
+	var out []corev1.VolumeMountStatus
+	for i := range c.VolumeMounts {
+		vm := &c.VolumeMounts[i]
+		st := corev1.VolumeMountStatus{Name: vm.Name, MountPath: vm.MountPath, ReadOnly: vm.ReadOnly}
+		if vm.ReadOnly {
+			mode := corev1.RecursiveReadOnlyDisabled
+			if rro, err := podruntime.ResolveRecursiveReadOnly(vm, rroSupported); err == nil && rro {
+				mode = corev1.RecursiveReadOnlyEnabled
+			}
+			st.RecursiveReadOnly = &mode
+		}
+		out = append(out, st)
 	}
 	return out
 }
@@ -367,7 +397,7 @@ func conditions(in Input, st *corev1.PodStatus) []corev1.PodCondition {
 		}
 		return c
 	}
-	terminal := st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed
+	terminal := podutil.IsTerminal(st.Phase)
 	sandboxReady := in.Runtime.ReadySandbox() != nil && !terminal
 	// Ready is ContainersReady here: statusd judges the readiness gates,
 	// whose conditions others write.

@@ -49,11 +49,14 @@ type Info struct {
 type worker struct {
 	notify chan struct{}
 
-	mu      sync.Mutex
-	pod     *corev1.Pod
-	state   State
-	kill    bool // terminate now (REMOVE or DELETE)
-	remove  bool // gone from the config: clean up and exit
+	mu     sync.Mutex
+	pod    *corev1.Pod
+	state  State
+	kill   bool // terminate now (REMOVE or DELETE)
+	remove bool // gone from the config: clean up and exit
+	// restart: the pod came back to the config with the same UID while
+	// being removed; once stopped it starts again instead of exiting.
+	restart bool
 	grace   *int64
 	lastErr string
 	timer   *time.Timer
@@ -163,6 +166,27 @@ func (w *Workers) Kill(pod *corev1.Pod, grace *int64) <-chan struct{} {
 
 // Remove kills the pod and forgets it once cleaned up (it left the config).
 func (w *Workers) Remove(pod *corev1.Pod) { w.update(pod, true, true, nil) }
+
+// Restart is Sync for a pod its source removed and added again with the
+// same UID (a static pod's manifest deleted and written back): a worker
+// still removing the pod stops it, keeps its stopped containers (their
+// restart count goes on, as with the kubelet, whose container GC removes
+// them later) and starts it again, as the kubelet's pod workers restart a
+// pod whose UID was reused. Without such a worker it is Sync.
+func (w *Workers) Restart(pod *corev1.Pod) {
+	w.mu.Lock()
+	wk := w.workers[pod.UID]
+	w.mu.Unlock()
+	if wk != nil {
+		wk.mu.Lock()
+		if wk.remove {
+			wk.restart = true
+			wk.pod = pod
+		}
+		wk.mu.Unlock()
+	}
+	w.update(pod, false, false, nil)
+}
 
 // Trigger asks the pod's worker to sync again (a runtime event).
 func (w *Workers) Trigger(uid types.UID) {
@@ -277,7 +301,7 @@ func (w *Workers) step(uid types.UID, wk *worker) bool {
 	defer done()
 	for {
 		wk.mu.Lock()
-		pod, state, kill, remove, grace := wk.pod, wk.state, wk.kill, wk.remove, wk.grace
+		pod, state, kill, remove, grace, restart := wk.pod, wk.state, wk.kill, wk.remove, wk.grace, wk.restart
 		wk.mu.Unlock()
 		ctx := w.ctx
 		switch state {
@@ -321,7 +345,7 @@ func (w *Workers) step(uid types.UID, wk *worker) bool {
 			continue
 		case Terminated:
 			began := time.Now()
-			if err := w.h.SyncTerminatedPod(ctx, pod, remove || kill); err != nil {
+			if err := w.h.SyncTerminatedPod(ctx, pod, (remove || kill) && !restart); err != nil {
 				w.setErr(wk, err)
 				if ctx.Err() != nil {
 					return false
@@ -332,6 +356,13 @@ func (w *Workers) step(uid types.UID, wk *worker) bool {
 			w.setErr(wk, nil)
 			done()
 			w.metrics.PodWorkerDone(kubeletmetrics.OpTerminated, time.Since(began))
+			if restart {
+				w.restarted(wk)
+				continue
+			}
+			// A restart asked for while the pod was being removed comes
+			// too late for this worker, which exits; the pod is wanted
+			// again and has no worker, so the owner adds it anew.
 			return remove
 		}
 	}
@@ -349,6 +380,14 @@ func (w *Workers) setState(wk *worker, s State, errText string) {
 	for _, ch := range stopped {
 		close(ch)
 	}
+}
+
+// restarted puts a worker that stopped its pod for a restart back to
+// syncing, with nothing of the termination left.
+func (w *Workers) restarted(wk *worker) {
+	wk.mu.Lock()
+	defer wk.mu.Unlock()
+	wk.state, wk.kill, wk.remove, wk.restart, wk.grace = Syncing, false, false, false, nil
 }
 
 func (w *Workers) setErr(wk *worker, err error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -248,4 +249,43 @@ func TestWorkerDurations(t *testing.T) {
 			t.Errorf("operation_type=%s: %d passes timed, want %d", op, got, want)
 		}
 	}
+}
+
+// TestRestartWhileRemoving: a pod removed and added back with the same UID
+// while its worker stops it is stopped, cleaned up without removing its
+// containers, and synced again by the same worker; a later removal removes
+// it for good.
+func TestRestartWhileRemoving(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := newRecorder()
+	w := New(ctx, r, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour)
+	p := pod("s")
+	w.Sync(p)
+	waitFor(t, "first sync", func() bool { return len(r.get("s")) == 1 })
+
+	// The termination is held until the pod is back in the config.
+	entered, release := r.hold("s")
+	w.Remove(p)
+	<-entered
+	w.Restart(p)
+	release()
+	want := []string{"sync", "terminating", "terminated", "sync"}
+	waitFor(t, "synced again", func() bool { return len(r.get("s")) >= len(want) })
+	if got := r.get("s")[:len(want)]; !slices.Equal(got, want) {
+		t.Fatalf("calls = %v, want %v", r.get("s"), want)
+	}
+	if !w.Has("s") {
+		t.Fatal("the restarted pod's worker exited")
+	}
+
+	w.Remove(p)
+	waitFor(t, "worker gone", func() bool { return !w.Has("s") })
+	if got := r.get("s"); got[len(got)-1] != "terminated+remove" {
+		t.Fatalf("calls = %v, want the last removal to remove the pod", got)
+	}
+
+	// Restart of a pod without a worker is Sync.
+	w.Restart(pod("t"))
+	waitFor(t, "t synced", func() bool { return len(r.get("t")) == 1 })
 }

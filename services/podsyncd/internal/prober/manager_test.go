@@ -323,3 +323,35 @@ func TestProbeErrorKeepsVerdict(t *testing.T) {
 		t.Fatalf("an errored run was counted: %v", got["prober_probe_total"])
 	}
 }
+
+// TestProbeAfterAForwardJump: a liveness probe with a 30 s initial delay
+// and a 10 s period. The clock jumping three days forward ends the initial
+// delay and runs one probe, not one for each period the jump skipped (the
+// fake ticker, like a real one, drops the ticks it missed); the probe then
+// runs every period again. (A step back cannot be shown with the fake
+// ticker, which then waits for the clock to catch up; the real ticker runs
+// on the monotonic clock, which a step does not move.)
+func TestProbeAfterAForwardJump(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := &script{results: map[Kind][]Result{}, calls: make(chan Kind, 10)}
+	m := NewWithRunner(s.run, clk, nil, func(types.UID) {})
+	defer m.Stop()
+	c := corev1.Container{Name: "app", LivenessProbe: &corev1.Probe{InitialDelaySeconds: 30, PeriodSeconds: 10, FailureThreshold: 1000}}
+	pod, st := podWith(c)
+	m.Sync(pod, st)
+	step := func(d time.Duration) {
+		t.Helper()
+		eventually(t, "worker waiting on its ticker", func() bool { return clk.HasWaiters() })
+		clk.Step(d)
+	}
+	step(72 * time.Hour)
+	if k := waitCall(t, s); k != Liveness {
+		t.Fatalf("probe %s, want liveness", k)
+	}
+	eventually(t, "worker waiting on its ticker", func() bool { return clk.HasWaiters() })
+	if n := len(s.calls); n != 0 {
+		t.Fatalf("%d more probes right after the jump, want none until the next period", n)
+	}
+	step(10 * time.Second)
+	waitCall(t, s)
+}

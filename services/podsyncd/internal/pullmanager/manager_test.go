@@ -14,6 +14,8 @@ import (
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/microlet/microlet/internal/statefile/statefiletest"
 )
 
 // images is a narrow ListImages double for the intent recovery.
@@ -281,13 +283,7 @@ func corruptFile(t *testing.T, dir, sub, key, content string) string {
 // movedAside is the one file next to p that Quarantine made, holding content.
 func movedAside(t *testing.T, p, content string) {
 	t.Helper()
-	moved, _ := filepath.Glob(p + ".corrupt-*")
-	if len(moved) != 1 {
-		t.Fatalf("files moved aside for %s: %v", filepath.Base(p), moved)
-	}
-	if b, _ := os.ReadFile(moved[0]); string(b) != content {
-		t.Fatalf("moved file holds %q, want the original %q", b, content)
-	}
+	statefiletest.MovedAside(t, p, statefiletest.Want{Content: []byte(content)})
 }
 
 // A garbled or truncated pull record or intent is moved aside and never

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -39,6 +40,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/pullmanager"
 	"github.com/microlet/microlet/services/podsyncd/internal/pullsecrets"
 	"github.com/microlet/microlet/services/podsyncd/internal/resources"
+	"github.com/microlet/microlet/services/podsyncd/internal/runtimehandlers"
 	"github.com/microlet/microlet/services/podsyncd/internal/securitycontext"
 	"github.com/microlet/microlet/services/podsyncd/internal/syncloop"
 	"github.com/microlet/microlet/services/podsyncd/internal/volumes"
@@ -56,6 +58,9 @@ type settings struct {
 	pullPolicy  pullmanager.Policy
 	sysctls     *admission.Sysctls
 	shutdown    nodeshutdown.Config
+	// appArmor is the AppArmor admission handler, the host asked once;
+	// nil off Linux, where the kubelet has none.
+	appArmor *admission.AppArmor
 	// credentials are the image credential provider plugins; nil without
 	// a config.
 	credentials *credprovider.Providers
@@ -89,7 +94,7 @@ func (c *Config) complete(log *slog.Logger) (*settings, error) {
 			fmt.Sprintf("must not be below crashloop_backoff_initial (%s)", c.BackoffInitial)))
 	}
 	fieldErrs = append(fieldErrs, config.Positive(field.NewPath("runtime_request_timeout"), c.RuntimeTimeout)...)
-	fieldErrs = append(fieldErrs, config.Positive(field.NewPath("eviction_monitoring_period"), c.EvictionMonitoringPeriod)...)
+	fieldErrs = append(fieldErrs, c.Eviction.Validate()...)
 	if c.PodLogsDir == "" {
 		fieldErrs = append(fieldErrs, field.Required(field.NewPath("pod_logs_dir"), ""))
 	}
@@ -104,10 +109,13 @@ func (c *Config) complete(log *slog.Logger) (*settings, error) {
 	var err error
 	st.pullPolicy, err = pullmanager.NewPolicy(c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist)
 	check(err)
-	st.eviction, err = c.evictionConfig()
+	st.eviction, err = c.Eviction.Config()
 	check(err)
 	st.sysctls, err = admission.NewSysctls(c.AllowedUnsafeSysctls, admission.KernelVersion())
 	check(err)
+	if runtime.GOOS == "linux" {
+		st.appArmor = admission.NewAppArmor(admission.KernelAppArmor{})
+	}
 	if c.ImageCredentialProviderConfig != "" {
 		st.credentials, err = credprovider.Load(c.ImageCredentialProviderConfig, c.ImageCredentialProviderBinDir, log)
 		check(err)
@@ -124,6 +132,7 @@ type parts struct {
 	shutdown  *nodeshutdown.Manager
 	rotator   *containerlogs.Rotator
 	imageGC   *imagegc.GC
+	handlers  *runtimehandlers.Handlers
 	// services feeds pods' service env vars; nil standalone.
 	services *envvars.InformerServices
 	// closers release what build opened, in reverse order.
@@ -202,6 +211,12 @@ func (s *Server) build(ctx context.Context, env *service.Env, cri *criclient.Ser
 	if cgroups != nil {
 		cgroupParent, podCgroup = cgroups.Parent, cgroups
 	}
+	// The runtime's handlers and their features, as the kubelet's runtime
+	// state keeps them; read once now (the runtime answered), then by run.
+	p.handlers = runtimehandlers.New(rt, env.Log)
+	if err := p.handlers.Refresh(ctx); err != nil {
+		env.Log.Warn("runtime handlers not read yet; recursive read-only mounts count as unsupported until they are", "err", err)
+	}
 	startup := s.metrics.NewStartupTracker(nil)
 	var services envvars.Services
 	if p.services != nil {
@@ -228,6 +243,8 @@ func (s *Server) build(ctx context.Context, env *service.Env, cri *criclient.Ser
 		PullRecords:    pullRecords,
 		Metrics:        s.metrics,
 		Startup:        startup,
+
+		RecursiveReadOnly: p.handlers.SupportsRecursiveReadOnlyMounts,
 	})
 	gc := containergc.New(rt, st.gc, containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.Logs.SymlinkDir, Log: env.Log})
 	p.rotator = containerlogs.NewRotator(rt, st.logs, env.Log, nil)
@@ -270,7 +287,7 @@ func (s *Server) build(ctx context.Context, env *service.Env, cri *criclient.Ser
 		nodes,
 		syncloop.Options{ResyncPeriod: c.Loop.ResyncPeriod, RelistPeriod: c.Loop.RelistPeriod, HousekeepingPeriod: c.Loop.HousekeepingPeriod,
 			ContainerGC: gc, ContainerGCPeriod: c.ContainerGC.Period, Allocation: alloc, Cgroups: syncloopCgroups(cgroups),
-			FreshNode: freshNode, AdmitPressure: p.evictions.Admit, Sysctls: st.sysctls, Shutdown: p.shutdown, Metrics: s.metrics, Startup: startup,
+			FreshNode: freshNode, AdmitPressure: p.evictions.Admit, Sysctls: st.sysctls, AppArmor: st.appArmor, Shutdown: p.shutdown, Metrics: s.metrics, Startup: startup,
 			Registerer: env.Registry})
 	return p, nil
 }
@@ -280,6 +297,7 @@ func (p *parts) run(ctx context.Context) {
 	if p.services != nil {
 		p.services.Start(ctx)
 	}
+	go p.handlers.Run(ctx, runtimehandlers.DefaultPeriod)
 	go p.rotator.Run(ctx, p.logInterval)
 	go p.imageGC.Run(ctx, p.imageGCPeriod)
 	go p.evictions.Run(ctx)

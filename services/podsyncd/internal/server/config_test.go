@@ -11,52 +11,19 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/nodeshutdown"
 )
 
-func TestEvictionConfig(t *testing.T) {
-	c := New().cfg
-	ec, err := c.evictionConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ec.Thresholds) != 5 || ec.PressureTransitionPeriod != 5*time.Minute || ec.MonitoringPeriod != 10*time.Second {
-		t.Fatalf("defaults: %+v", ec)
-	}
-	c.EvictionHard = map[string]string{"memory.available": "1Gi"}
-	c.EvictionSoft = map[string]string{"nodefs.available": "20%"}
-	c.EvictionSoftGracePeriod = map[string]string{"nodefs.available": "1m"}
-	c.EvictionMaxPodGracePeriod = 30
-	if ec, err = c.evictionConfig(); err != nil || len(ec.Thresholds) != 2 || ec.MaxPodGracePeriodSeconds != 30 {
-		t.Fatalf("set: %+v %v (a set eviction_hard replaces the defaults)", ec, err)
-	}
-	for _, tc := range []struct {
-		mutate func(*Config)
-		want   string
-	}{
-		{func(c *Config) { c.EvictionHard = map[string]string{"memory.free": "1Gi"} }, "eviction_hard:"},
-		{func(c *Config) { c.EvictionSoft = map[string]string{"pid.available": "10"} }, "eviction_soft_grace_period:"},
-		{func(c *Config) { c.EvictionMinimumReclaim = map[string]string{"nodefs.available": "-1"} }, "eviction_minimum_reclaim:"},
-		{func(c *Config) { c.EvictionPressureTransitionPeriod = -time.Second }, "eviction_pressure_transition_period"},
-		{func(c *Config) { c.VolumeStatsAggPeriod = -time.Second }, "volume_stats_agg_period"},
-	} {
-		c := New().cfg
-		tc.mutate(&c)
-		if _, err := c.evictionConfig(); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
-			t.Errorf("error %v, want one starting %q", err, tc.want)
-		}
-	}
-}
-
 // TestPartsKeys: the parts' own configs, inlined, keep podsyncd's keys and
 // flags.
 func TestPartsKeys(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "podsyncd.yaml")
 	body := "resync_period: 3s\ncontainer_gc_period: 2m\nmaximum_dead_containers: 7\ncontainer_log_max_size: 1Mi\n" +
 		"container_log_symlink_dir: /tmp/links\nimage_gc_high_threshold_percent: 90\n" +
-		"shutdown_grace_period_by_pod_priority: [{priority: 0, shutdown_grace_period_seconds: 20}]\n"
+		"shutdown_grace_period_by_pod_priority: [{priority: 0, shutdown_grace_period_seconds: 20}]\n" +
+		"eviction_hard: {memory.available: 1Gi}\neviction_max_pod_grace_period: 30\n"
 	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s := New()
-	if err := config.Load("podsyncd", &s.cfg, []string{"--config", file, "--image-gc-period=7m", "--relist-period=2s", "--system-bus-address=unix:path=/tmp/bus"}); err != nil {
+	if err := config.Load("podsyncd", &s.cfg, []string{"--config", file, "--image-gc-period=7m", "--relist-period=2s", "--system-bus-address=unix:path=/tmp/bus", "--eviction-monitoring-period=3s"}); err != nil {
 		t.Fatal(err)
 	}
 	c := s.cfg
@@ -65,8 +32,10 @@ func TestPartsKeys(t *testing.T) {
 		c.Logs.MaxSize != "1Mi" || c.Logs.SymlinkDir != "/tmp/links" || c.Logs.MaxFiles != 5 ||
 		c.ImageGC.HighThreshold != 90 || c.ImageGC.LowThreshold != 80 || c.ImageGC.Period != 7*time.Minute ||
 		len(c.Shutdown.ByPodPriority) != 1 || c.Shutdown.ByPodPriority[0].ShutdownGracePeriodSeconds != 20 ||
-		c.Shutdown.SystemBusAddress != "unix:path=/tmp/bus" || c.Shutdown.LogindDropIn != nodeshutdown.DefaultDropIn {
-		t.Fatalf("loaded %+v %+v %+v %+v %+v", c.Loop, c.ContainerGC, c.Logs, c.ImageGC, c.Shutdown)
+		c.Shutdown.SystemBusAddress != "unix:path=/tmp/bus" || c.Shutdown.LogindDropIn != nodeshutdown.DefaultDropIn ||
+		c.Eviction.Hard["memory.available"] != "1Gi" || c.Eviction.MaxPodGracePeriod != 30 || c.Eviction.MonitoringPeriod != 3*time.Second ||
+		c.Eviction.PressureTransitionPeriod != 5*time.Minute || !c.Eviction.LocalStorageCapacityIsolation {
+		t.Fatalf("loaded %+v %+v %+v %+v %+v %+v", c.Loop, c.ContainerGC, c.Logs, c.ImageGC, c.Shutdown, c.Eviction)
 	}
 }
 
@@ -85,7 +54,8 @@ func TestCompleteReportsEveryError(t *testing.T) {
 	c.ImageGC.LowThreshold = 95
 	c.BackoffMax = time.Second
 	c.ClusterDNS = []string{"not-an-ip"}
-	c.EvictionPressureTransitionPeriod = -time.Second
+	c.Eviction.PressureTransitionPeriod = -time.Second
+	c.Eviction.Hard = map[string]string{"memory.free": "1Gi"}
 	c.PodLogsDir = ""
 	c.Shutdown.GracePeriod = 500 * time.Millisecond
 	_, err := c.complete(nil)
@@ -102,6 +72,7 @@ func TestCompleteReportsEveryError(t *testing.T) {
 		`crashloop_backoff_max: Invalid value: "1s": must not be below crashloop_backoff_initial (10s)`,
 		`cluster_dns[0] "not-an-ip" is not an IP address`,
 		`eviction_pressure_transition_period: Invalid value: "-1s": must not be negative`,
+		`eviction_hard:`,
 		`pod_logs_dir: Required value`,
 		`shutdown_grace_period: Invalid value: "500ms": must be either zero or otherwise >= 1s`,
 	} {

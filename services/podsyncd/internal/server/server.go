@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -17,13 +16,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	criapi "k8s.io/cri-api/pkg/apis"
 
 	"github.com/microlet/microlet/internal/components"
-	"github.com/microlet/microlet/internal/config"
 	"github.com/microlet/microlet/internal/criclient"
-	"github.com/microlet/microlet/internal/evictionapi"
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/promwire"
 	"github.com/microlet/microlet/internal/service"
@@ -78,16 +74,8 @@ type Config struct {
 	PodPidsLimit  int64  `yaml:"pod_pids_limit" flag:"pod-pids-limit" usage:"most processes in one pod (pids.max of its cgroup); -1 or 0: unlimited"`
 	CPUCFSQuota   bool   `yaml:"cpu_cfs_quota" flag:"cpu-cfs-quota" usage:"enforce CPU limits with CFS quota on pod cgroups"`
 	// The eviction manager: the kubelet's settings of the same names
-	// (KubeletConfiguration), judged here and nowhere else.
-	EvictionHard                     map[string]string `yaml:"eviction_hard" flag:"eviction-hard" usage:"hard eviction thresholds, signal=quantity or percentage (memory.available=100Mi,nodefs.available=10%); unset: the kubelet's defaults; setting it replaces them all (give nodestatusd the same for allocatable)"`
-	EvictionSoft                     map[string]string `yaml:"eviction_soft" flag:"eviction-soft" usage:"soft eviction thresholds, met for their grace period before pods are evicted"`
-	EvictionSoftGracePeriod          map[string]string `yaml:"eviction_soft_grace_period" flag:"eviction-soft-grace-period" usage:"grace period of each soft threshold (memory.available=1m30s)"`
-	EvictionMinimumReclaim           map[string]string `yaml:"eviction_minimum_reclaim" flag:"eviction-minimum-reclaim" usage:"how much more than its threshold must be available again before a signal stops evicting (imagefs.available=2Gi)"`
-	EvictionMaxPodGracePeriod        int32             `yaml:"eviction_max_pod_grace_period" flag:"eviction-max-pod-grace-period" usage:"largest grace period (seconds) of a pod evicted for a soft threshold"`
-	EvictionPressureTransitionPeriod time.Duration     `yaml:"eviction_pressure_transition_period" flag:"eviction-pressure-transition-period" usage:"how long a pressure condition holds after its thresholds cleared"`
-	EvictionMonitoringPeriod         time.Duration     `yaml:"eviction_monitoring_period" flag:"eviction-monitoring-period" usage:"time between eviction passes (the kubelet's fixed 10s)"`
-	LocalStorageCapacityIsolation    bool              `yaml:"local_storage_capacity_isolation" flag:"local-storage-capacity-isolation" usage:"evict pods whose emptyDir exceeds its sizeLimit, whose container exceeds its ephemeral-storage limit or whose pod exceeds the sum of them (the kubelet's localStorageCapacityIsolation)"`
-	VolumeStatsAggPeriod             time.Duration     `yaml:"volume_stats_agg_period" flag:"volume-stats-agg-period" usage:"how long a volume's measured disk usage is reused before the directory is walked again"`
+	// (KubeletConfiguration), judged there and nowhere else.
+	Eviction eviction.Settings `yaml:",inline"`
 
 	AllowedUnsafeSysctls []string `yaml:"allowed_unsafe_sysctls" flag:"allowed-unsafe-sysctls" usage:"unsafe sysctls (or prefixes ending in *) pods may set beyond the safe ones, e.g. kernel.msg*,net.core.somaxconn"`
 
@@ -137,10 +125,7 @@ func New() *Server {
 		PodPidsLimit:  -1,
 		CPUCFSQuota:   true,
 
-		EvictionPressureTransitionPeriod: evictionapi.DefaultPressureTransitionPeriod,
-		EvictionMonitoringPeriod:         eviction.DefaultMonitoringPeriod,
-		LocalStorageCapacityIsolation:    true,
-		VolumeStatsAggPeriod:             stats.DefaultVolumeStatsPeriod,
+		Eviction: eviction.DefaultSettings(),
 
 		ImagePullCredentialsVerificationPolicy: pullmanager.DefaultPolicy,
 	}}
@@ -174,24 +159,6 @@ func (c *Config) devicePluginsDir() string {
 		return c.DevicePluginsDir
 	}
 	return filepath.Join(c.DataDir, "device-plugins")
-}
-
-// evictionConfig parses the eviction settings; every error names its key.
-func (c *Config) evictionConfig() (eviction.Config, error) {
-	hard := c.EvictionHard
-	if hard == nil {
-		hard = evictionapi.DefaultEvictionHard
-	}
-	th, err := evictionapi.Parse(evictionapi.Config{Hard: hard, Soft: c.EvictionSoft,
-		SoftGracePeriod: c.EvictionSoftGracePeriod, MinimumReclaim: c.EvictionMinimumReclaim})
-	periods := append(config.NotNegative(field.NewPath("eviction_pressure_transition_period"), c.EvictionPressureTransitionPeriod),
-		config.NotNegative(field.NewPath("volume_stats_agg_period"), c.VolumeStatsAggPeriod)...)
-	if err := errors.Join(err, config.Join(periods)); err != nil {
-		return eviction.Config{}, err
-	}
-	return eviction.Config{Thresholds: th, PressureTransitionPeriod: c.EvictionPressureTransitionPeriod,
-		MaxPodGracePeriodSeconds: int64(c.EvictionMaxPodGracePeriod), MonitoringPeriod: c.EvictionMonitoringPeriod,
-		LocalStorageCapacityIsolation: c.LocalStorageCapacityIsolation}, nil
 }
 
 // Run implements service.Service: it waits for the runtime, builds every
@@ -268,7 +235,7 @@ func dialPeers(c *Config) (map[string]*grpc.ClientConn, error) {
 func (s *Server) statsProvider(env *service.Env, rt criapi.RuntimeService, img criapi.ImageManagerService, nodeCgroup bool) *stats.Provider {
 	c := &s.cfg
 	opts := []stats.Option{stats.WithNodeName(c.NodeName), stats.WithRootDir(c.DataDir), stats.WithPodLogsDir(c.PodLogsDir),
-		stats.WithVolumeStatsPeriod(c.VolumeStatsAggPeriod), stats.WithLogger(env.Log)}
+		stats.WithVolumeStatsPeriod(c.Eviction.VolumeStatsAggPeriod), stats.WithLogger(env.Log)}
 	if nodeCgroup {
 		opts = append(opts, stats.WithNodeCgroup(c.CgroupRoot))
 	}

@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
 	"github.com/microlet/microlet/internal/service/servicetest"
 	"github.com/microlet/microlet/internal/testenv"
 	podsyncv1 "github.com/microlet/microlet/proto/microlet/podsync/v1"
@@ -24,9 +21,10 @@ import (
 // from before the runtime answers until both are published and a while
 // after; under -race any unsynchronised hand-over fails the test, and a Run
 // that never publishes them fails it too. The CRI is a stand-in
-// that answers what criclient.Connect asks and nothing more: the
-// test is about podsyncd's start-up, not the runtime. The peers (podconfig,
-// statusd, nodestatusd) are absent, as at a cold start.
+// (servicetest.ServeConnectOnlyCRI) that answers what criclient.Connect
+// asks and nothing more: the test is about podsyncd's start-up, not the
+// runtime. The peers (podconfig, statusd, nodestatusd) are absent, as at a
+// cold start.
 //
 // The race detector sees a race only when the two accesses happen to meet,
 // so the start-up is run a few times.
@@ -38,15 +36,7 @@ func TestHandlersDuringStartup(t *testing.T) {
 
 func startUpWhileCalled(t *testing.T) {
 	dir := testenv.ShortDir(t, "psd")
-	s := New()
-	s.cfg.RunDir = dir
-	s.cfg.Socket = filepath.Join(dir, "podsyncd.sock")
-	s.cfg.DataDir = filepath.Join(dir, "data")
-	s.cfg.PodLogsDir = filepath.Join(dir, "pods")
-	s.cfg.Logs.SymlinkDir = ""
-	s.cfg.CgroupsPerQOS = false
-	running := servicetest.Start(t, s, s.cfg.Socket, servicetest.WithLogLevel(slog.LevelError))
-	client := podsyncv1.NewPodSyncServiceClient(running.Dial(t))
+	s, client := startInDir(t, dir)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -67,10 +57,7 @@ func startUpWhileCalled(t *testing.T) {
 	}
 	// The runtime comes up only now: Run has been waiting for it while the
 	// handlers were answering.
-	servicetest.Serve(t, filepath.Join(dir, "runtime.sock"), func(srv *grpc.Server) {
-		runtimeapi.RegisterRuntimeServiceServer(srv, connectOnlyCRI{})
-		runtimeapi.RegisterImageServiceServer(srv, connectOnlyCRI{})
-	})
+	servicetest.ServeConnectOnlyCRI(t, filepath.Join(dir, "runtime.sock"))
 	testenv.Eventually(t, "eviction manager and sync loop published", time.Minute, func() error {
 		select {
 		case err := <-errs:
@@ -99,36 +86,19 @@ func startUpWhileCalled(t *testing.T) {
 	}
 }
 
-// connectOnlyCRI answers Version and ImageFsInfo, what criclient.Connect
-// needs, and the sync loop's and the stats' listings with nothing; every
-// other call is Unimplemented.
-type connectOnlyCRI struct {
-	runtimeapi.UnimplementedRuntimeServiceServer
-	runtimeapi.UnimplementedImageServiceServer
-}
-
-func (connectOnlyCRI) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
-	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: "connect-only", RuntimeVersion: "0", RuntimeApiVersion: "v1"}, nil
-}
-
-func (connectOnlyCRI) ImageFsInfo(context.Context, *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
-	return &runtimeapi.ImageFsInfoResponse{}, nil
-}
-
-func (connectOnlyCRI) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
-	return &runtimeapi.ListPodSandboxResponse{}, nil
-}
-
-func (connectOnlyCRI) ListContainers(context.Context, *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
-	return &runtimeapi.ListContainersResponse{}, nil
-}
-
-func (connectOnlyCRI) ListPodSandboxStats(context.Context, *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
-	return &runtimeapi.ListPodSandboxStatsResponse{}, nil
-}
-
-// GetContainerEvents sends nothing until the client goes.
-func (connectOnlyCRI) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream grpc.ServerStreamingServer[runtimeapi.ContainerEventResponse]) error {
-	<-stream.Context().Done()
-	return nil
+// startInDir runs podsyncd in the test's process (servicetest.Start: its
+// grpcserver, interceptors and recovery) with its run dir, socket and data
+// in dir, without cgroups, and connects to it. Run waits for a runtime at
+// dir/runtime.sock (servicetest.ServeConnectOnlyCRI).
+func startInDir(tb testing.TB, dir string) (*Server, podsyncv1.PodSyncServiceClient) {
+	tb.Helper()
+	s := New()
+	s.cfg.RunDir = dir
+	s.cfg.Socket = filepath.Join(dir, "podsyncd.sock")
+	s.cfg.DataDir = filepath.Join(dir, "data")
+	s.cfg.PodLogsDir = filepath.Join(dir, "pods")
+	s.cfg.Logs.SymlinkDir = ""
+	s.cfg.CgroupsPerQOS = false
+	running := servicetest.Start(tb, s, s.cfg.Socket, servicetest.WithLogLevel(slog.LevelError))
+	return s, podsyncv1.NewPodSyncServiceClient(running.Dial(tb))
 }

@@ -50,18 +50,7 @@ func (l *Loop) destroyCgroup(uid types.UID) error {
 }
 
 // activePods are the admitted pods not known to have finished.
-func (l *Loop) activePods() []*corev1.Pod {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]*corev1.Pod, 0, len(l.admitted))
-	for uid, p := range l.admitted {
-		if st := l.last[uid]; st != nil && (st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
-}
+func (l *Loop) activePods() []*corev1.Pod { return l.pods.unfinished(nil) }
 
 // cgroupHousekeeping removes the cgroups of pods that are neither wanted,
 // nor have a worker, nor anything left in the runtime.

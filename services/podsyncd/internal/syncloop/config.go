@@ -16,11 +16,14 @@ type Config struct {
 	HousekeepingPeriod time.Duration `yaml:"housekeeping_period" flag:"housekeeping-period" usage:"how often orphans are cleaned up"`
 }
 
-// Default is the kubelet's periods: a pod resynced every 10 s, the runtime
-// relisted every second, housekeeping every 2 s. New takes them for the
-// Options left zero.
+// Default is the kubelet's periods: a pod resynced every minute (its
+// syncFrequency), the runtime relisted every second, housekeeping every
+// 2 s. A pod whose runtime state changes is synced at once (relist, the
+// runtime's events, a probe's verdict); the resync only catches what no
+// event reports, such as a configMap volume's new content. New takes them
+// for the Options left zero.
 func Default() Config {
-	return Config{ResyncPeriod: 10 * time.Second, RelistPeriod: time.Second, HousekeepingPeriod: 2 * time.Second}
+	return Config{ResyncPeriod: time.Minute, RelistPeriod: time.Second, HousekeepingPeriod: 2 * time.Second}
 }
 
 // Validate requires every period to be positive.

@@ -20,18 +20,7 @@ type eviction struct {
 // not already being evicted (the kubelet's active pods, which the eviction
 // manager ranks), sorted by namespace and name so ranking ties are stable.
 func (l *Loop) ActivePods() []*corev1.Pod {
-	l.mu.Lock()
-	pods := make([]*corev1.Pod, 0, len(l.admitted))
-	for uid, p := range l.admitted {
-		if _, done := l.evicted[uid]; done {
-			continue
-		}
-		if st := l.last[uid]; st != nil && (st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) {
-			continue
-		}
-		pods = append(pods, p)
-	}
-	l.mu.Unlock()
+	pods := l.pods.unfinished(func(_ types.UID, s *podState) bool { return s.evicted != nil })
 	for i, p := range pods {
 		pods[i] = l.allocated(p)
 	}
@@ -49,9 +38,7 @@ func (l *Loop) ActivePods() []*corev1.Pod {
 // condition (TerminationByKubelet) when disruptionCondition is set, and
 // its restart policy does not bring it back.
 func (l *Loop) Evict(pod *corev1.Pod, gracePeriod int64, message string, disruptionCondition bool) {
-	l.mu.Lock()
-	l.evicted[pod.UID] = eviction{message: message, condition: disruptionCondition}
-	l.mu.Unlock()
+	l.pods.evict(pod.UID, eviction{message: message, condition: disruptionCondition})
 	grace := gracePeriod
 	l.workers.Terminate(pod, &grace)
 }
@@ -61,10 +48,7 @@ func (l *Loop) Evict(pod *corev1.Pod, gracePeriod int64, message string, disrupt
 // good, so its worker goes through SyncTerminatedPod with remove), or it
 // has no worker at all.
 func (l *Loop) PodStopped(uid types.UID) bool {
-	l.mu.Lock()
-	cleaned := l.cleaned[uid]
-	l.mu.Unlock()
-	return cleaned || l.workers == nil || !l.workers.Has(uid)
+	return l.pods.get(uid).cleaned || l.workers == nil || !l.workers.Has(uid)
 }
 
 // DeleteAllUnusedContainers is the eviction manager's container reclaim
@@ -77,11 +61,8 @@ func (l *Loop) DeleteAllUnusedContainers(ctx context.Context) error {
 	}
 	gone := l.podGone(ctx)
 	finished := func(uid types.UID) bool {
-		l.mu.Lock()
-		_, admitted := l.admitted[uid]
-		st := l.last[uid]
-		l.mu.Unlock()
-		return admitted && st != nil && (st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) && l.workerTerminated(uid)
+		s := l.pods.get(uid)
+		return s.finished() && l.workerTerminated(uid)
 	}
 	res, err := l.opts.ContainerGC.DeleteAllUnused(ctx, gone, finished)
 	if res.Containers+res.Sandboxes+res.LogDirs > 0 {

@@ -18,12 +18,13 @@ var (
 	stepContainerGC         = step{"container_gc", "container garbage collection"}
 	stepListRuntime         = step{"list_runtime", "housekeeping: listing the runtime's pods and containers"}
 	stepOrphanedPods        = step{"orphaned_pods", "housekeeping: removing orphaned pods"}
+	stepOrphanedPodDirs     = step{"orphaned_pod_dirs", "housekeeping: removing the dirs of pods that are gone"}
 	stepOrphanedAllocations = step{"orphaned_allocations", "housekeeping: dropping orphaned allocations"}
 	stepOrphanedStatuses    = step{"orphaned_statuses", "housekeeping: dropping orphaned statuses in statusd"}
 	stepStatusReport        = step{"status_report", "status report to statusd"}
 
-	allSteps = []step{stepContainerGC, stepListRuntime, stepOrphanedPods, stepOrphanedAllocations,
-		stepOrphanedStatuses, stepStatusReport}
+	allSteps = []step{stepContainerGC, stepListRuntime, stepOrphanedPods, stepOrphanedPodDirs,
+		stepOrphanedAllocations, stepOrphanedStatuses, stepStatusReport}
 )
 
 // failures says each step's failures once per change of state: a warning

@@ -4,6 +4,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/containergc"
+	"github.com/microlet/microlet/services/podsyncd/internal/pleg"
+	"github.com/microlet/microlet/services/podsyncd/internal/podruntime"
 )
 
 // gcMetrics count the container garbage collector's passes and what they
@@ -48,4 +50,26 @@ func (m *gcMetrics) pass(res containergc.Result, err error) {
 	m.removed.WithLabelValues("container").Add(float64(res.Containers))
 	m.removed.WithLabelValues("sandbox").Add(float64(res.Sandboxes))
 	m.removed.WithLabelValues("pod_log_dir").Add(float64(res.LogDirs))
+}
+
+// registerPodCacheMetrics exports how often a sync's read of a pod's
+// runtime state was served by the pod cache (hit) or went to the runtime
+// (miss), as microlet_podsyncd_pod_cache_reads_total{result}.
+func registerPodCacheMetrics(reg prometheus.Registerer, c *pleg.Cache[podruntime.PodStatus]) {
+	if reg == nil {
+		return
+	}
+	for _, r := range []struct {
+		result string
+		value  func() float64
+	}{
+		{"hit", func() float64 { h, _ := c.Stats(); return float64(h) }},
+		{"miss", func() float64 { _, m := c.Stats(); return float64(m) }},
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "microlet", Subsystem: "podsyncd", Name: "pod_cache_reads_total",
+			Help:        "Reads of a pod's runtime state by a pod sync, by result: hit (served by the pod cache) or miss (read from the runtime).",
+			ConstLabels: prometheus.Labels{"result": r.result},
+		}, r.value))
+	}
 }

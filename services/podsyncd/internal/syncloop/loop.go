@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/internal/podsource"
+	"github.com/microlet/microlet/internal/podutil"
 	nodestatusv1 "github.com/microlet/microlet/proto/microlet/nodestatus/v1"
 	podconfigv1 "github.com/microlet/microlet/proto/microlet/podconfig/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
@@ -64,6 +65,10 @@ type Options struct {
 	// Sysctls refuses pods asking for sysctls that are not allowed (the
 	// kubelet's sysctl handler, asked after AdmitPressure); nil admits.
 	Sysctls *admission.Sysctls
+	// AppArmor refuses pods asking for an AppArmor profile the node cannot
+	// enforce (the kubelet's AppArmor handler, asked after the
+	// predicates); nil admits.
+	AppArmor *admission.AppArmor
 	// Shutdown refuses new pods while the node shuts down (the node
 	// shutdown manager's admit handler, asked after the others as the
 	// kubelet's is); nil admits.
@@ -99,6 +104,9 @@ type Loop struct {
 	store    *desired.Store
 	workers  *podworkers.Workers
 	relister *pleg.Relister
+	// podCache holds each pod's runtime status while the relister sees
+	// it unchanged: a resync of an unchanged pod reads nothing.
+	podCache *pleg.Cache[podruntime.PodStatus]
 	probes   *prober.Manager
 	// stopWorkers ends the pod workers' context, made with them in New;
 	// Run calls it when its own context ends.
@@ -106,28 +114,17 @@ type Loop struct {
 
 	gcMetrics *gcMetrics
 	failures  *failures
+	refusals  *refusals
 
 	// allocMu serialises admission decisions (new pods and resizes).
-	allocMu  sync.Mutex
-	mu       sync.Mutex
-	admitted map[types.UID]*corev1.Pod
-	rejected map[types.UID]bool
-	last     map[types.UID]*corev1.PodStatus
-	// evicted holds the pods the eviction manager is evicting; their
-	// status is Failed/Evicted.
-	evicted map[types.UID]eviction
-	// cleaned holds pods whose SyncTerminatedPod finished (containers
-	// and, for removed pods, volumes gone): the eviction manager waits
-	// for that before its next pass.
-	cleaned map[types.UID]bool
-	// shutdownKilled are the pods the node shutdown manager stopped; their
-	// status is Failed/Terminated (unless they Succeeded).
-	shutdownKilled map[types.UID]bool
-	// removed are the pods that left their source, with when, so one
-	// that comes back under the same UID counts as restarted.
-	removed map[types.UID]removedPod
-	node    *corev1.Node
-	nodeAt  time.Time
+	allocMu sync.Mutex
+	// pods is each pod's state: admitted or refused, last status, why
+	// podsyncd ends it, cleaned up, removed from its source.
+	pods *podStates
+	// nodeMu guards node, this node's Node as last read, and nodeAt, when.
+	nodeMu sync.Mutex
+	node   *corev1.Node
+	nodeAt time.Time
 }
 
 // New builds a loop over the given clients.
@@ -151,11 +148,10 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt criapi.RuntimeService, pod
 	}
 	l := &Loop{
 		opts: opts, log: log, rm: rm, rt: rt, podcfg: podcfg, status: status, nodes: nodes,
-		admitted: map[types.UID]*corev1.Pod{}, rejected: map[types.UID]bool{}, last: map[types.UID]*corev1.PodStatus{},
-		evicted: map[types.UID]eviction{}, cleaned: map[types.UID]bool{}, shutdownKilled: map[types.UID]bool{},
-		removed:   map[types.UID]removedPod{},
+		pods:      newPodStates(),
 		gcMetrics: newGCMetrics(opts.Registerer),
 		failures:  newFailures(log, opts.Registerer),
+		refusals:  newRefusals(log, opts.Registerer),
 	}
 	// Everything the handlers (ListPodWorkers) and the other managers
 	// reach is built here, before Run starts a goroutine.
@@ -163,7 +159,9 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt criapi.RuntimeService, pod
 	l.stopWorkers = stopWorkers
 	l.workers = podworkers.New(workersCtx, l, log, opts.ResyncPeriod, podworkers.WithMetrics(opts.Metrics))
 	l.store = desired.New(podcfg, l, log)
-	l.relister = pleg.New(rt, opts.RelistPeriod, log, l.workers.Trigger, pleg.WithMetrics(opts.Metrics))
+	l.podCache = pleg.NewCache[podruntime.PodStatus](nil, podCacheMaxRelists*opts.RelistPeriod)
+	registerPodCacheMetrics(opts.Registerer, l.podCache)
+	l.relister = pleg.New(rt, opts.RelistPeriod, log, l.workers.Trigger, pleg.WithMetrics(opts.Metrics), pleg.WithObserver(l.podCache))
 	// A changed probe verdict resyncs the pod: a failed liveness probe
 	// restarts the container, readiness is reported through the status.
 	l.probes = prober.New(rt, log, func(uid types.UID) {
@@ -218,12 +216,7 @@ func (l *Loop) Add(pod *corev1.Pod) {
 		l.Delete(pod)
 		return
 	}
-	l.mu.Lock()
-	_, known := l.admitted[pod.UID]
-	rejected := l.rejected[pod.UID]
-	_, restarted := l.removed[pod.UID]
-	delete(l.removed, pod.UID)
-	l.mu.Unlock()
+	known, rejected, restarted := l.pods.added(pod.UID)
 	if rejected {
 		return
 	}
@@ -234,6 +227,8 @@ func (l *Loop) Add(pod *corev1.Pod) {
 	}
 	if restarted {
 		l.opts.Metrics.PodRestarted(podsource.IsStatic(pod))
+		l.workers.Restart(pod)
+		return
 	}
 	l.workers.Sync(pod)
 }
@@ -245,13 +240,7 @@ func (l *Loop) Update(pod *corev1.Pod) {
 		l.Delete(pod)
 		return
 	}
-	l.mu.Lock()
-	_, known := l.admitted[pod.UID]
-	if known {
-		l.admitted[pod.UID] = pod
-	}
-	l.mu.Unlock()
-	if !known {
+	if !l.pods.updated(pod) {
 		l.Add(pod)
 		return
 	}
@@ -260,10 +249,7 @@ func (l *Loop) Update(pod *corev1.Pod) {
 
 // Delete starts graceful termination with the deletion grace period.
 func (l *Loop) Delete(pod *corev1.Pod) {
-	l.mu.Lock()
-	rejected := l.rejected[pod.UID]
-	l.mu.Unlock()
-	if rejected {
+	if l.pods.get(pod.UID).rejected {
 		// Never ran: nothing to reclaim.
 		l.reclaimed(context.Background(), pod)
 		return
@@ -273,11 +259,7 @@ func (l *Loop) Delete(pod *corev1.Pod) {
 
 // Remove kills a pod that left its source.
 func (l *Loop) Remove(pod *corev1.Pod) {
-	l.mu.Lock()
-	delete(l.rejected, pod.UID)
-	delete(l.cleaned, pod.UID)
-	l.removed[pod.UID] = removedPod{at: l.opts.Clock.Now(), static: podsource.IsStatic(pod)}
-	l.mu.Unlock()
+	l.pods.removed(pod.UID, l.opts.Clock.Now(), podsource.IsStatic(pod))
 	l.workers.Remove(pod)
 }
 
@@ -292,36 +274,29 @@ func (l *Loop) admit(pod *corev1.Pod) bool {
 	// two cannot both take the last room.
 	l.allocMu.Lock()
 	defer l.allocMu.Unlock()
-	// Pods that already have runtime state (podsyncd restarted) are adopted.
-	if st, err := l.rm.GetPodStatus(ctx, pod.UID); err == nil && len(st.Sandboxes) > 0 {
-		l.allocate(pod)
-		l.mu.Lock()
-		l.admitted[pod.UID] = pod
-		l.mu.Unlock()
-		return true
+	// Pods that already have runtime state (podsyncd restarted) are
+	// adopted. Once a relist succeeded, only a pod it saw in the runtime
+	// can have any, so a new pod costs no runtime read (at 5 pods/s the
+	// reads were two CRI lists each).
+	if held, known := l.relister.Holds(pod.UID); held || !known {
+		if st, err := l.rm.GetPodStatus(ctx, pod.UID); err == nil && len(st.Sandboxes) > 0 {
+			l.allocate(pod)
+			l.pods.admit(pod)
+			return true
+		}
 	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	if podutil.IsTerminal(pod.Status.Phase) {
 		// Finished before we saw it: never start it again.
-		l.mu.Lock()
-		l.rejected[pod.UID] = true
-		l.mu.Unlock()
+		l.pods.reject(pod.UID)
 		return false
 	}
 	node := l.getNode(ctx)
-	l.mu.Lock()
-	var running []*corev1.Pod
-	for uid, p := range l.admitted {
-		if st := l.last[uid]; st != nil && (st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) {
-			continue
-		}
-		running = append(running, p)
-	}
-	l.mu.Unlock()
+	running := l.activePods()
 	for i, p := range running {
 		running[i] = l.allocated(p)
 	}
 	// The kubelet's admit handlers in its order: eviction, sysctls,
-	// predicates, node shutdown; the first refusal is the answer.
+	// predicates, AppArmor, node shutdown; the first refusal is the answer.
 	res := admission.Result{Admit: true}
 	if f := l.opts.AdmitPressure; f != nil {
 		res.Admit, res.Reason, res.Message = f(pod)
@@ -335,12 +310,15 @@ func (l *Loop) admit(pod *corev1.Pod) bool {
 			if fresh, err := l.opts.FreshNode(ctx); err != nil {
 				l.log.Warn("node affinity refuses the pod and the Node cannot be read again", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 			} else {
-				l.mu.Lock()
+				l.nodeMu.Lock()
 				l.node, l.nodeAt = fresh, l.opts.Clock.Now()
-				l.mu.Unlock()
+				l.nodeMu.Unlock()
 				res = admission.Admit(pod, fresh, running)
 			}
 		}
+	}
+	if res.Admit {
+		res = l.opts.AppArmor.Admit(pod)
 	}
 	if sd := l.opts.Shutdown; sd != nil && res.Admit {
 		res.Admit, res.Reason, res.Message = sd.Admit()
@@ -350,9 +328,7 @@ func (l *Loop) admit(pod *corev1.Pod) bool {
 		return false
 	}
 	l.allocate(pod)
-	l.mu.Lock()
-	l.admitted[pod.UID] = pod
-	l.mu.Unlock()
+	l.pods.admit(pod)
 	return true
 }
 
@@ -361,9 +337,7 @@ func (l *Loop) admit(pod *corev1.Pod) bool {
 // after "Pod was rejected: ", and the rejection counted by reason.
 func (l *Loop) reject(ctx context.Context, pod *corev1.Pod, res admission.Result) {
 	l.log.Info("pod rejected", "pod", pod.Namespace+"/"+pod.Name, "reason", res.Reason, "message", res.Message)
-	l.mu.Lock()
-	l.rejected[pod.UID] = true
-	l.mu.Unlock()
+	l.pods.reject(pod.UID)
 	if rec := l.rm.Recorder(); rec != nil {
 		rec.Event(pod, corev1.EventTypeWarning, res.Reason, res.Message)
 	}
@@ -375,13 +349,13 @@ func (l *Loop) reject(ctx context.Context, pod *corev1.Pod, res admission.Result
 // getNode returns this node's Node from nodestatusd, cached for 10 s; nil
 // when nodestatusd cannot say (admission then checks nothing node-specific).
 func (l *Loop) getNode(ctx context.Context) *corev1.Node {
-	l.mu.Lock()
+	l.nodeMu.Lock()
 	if l.node != nil && l.opts.Clock.Since(l.nodeAt) < 10*time.Second {
 		n := l.node
-		l.mu.Unlock()
+		l.nodeMu.Unlock()
 		return n
 	}
-	l.mu.Unlock()
+	l.nodeMu.Unlock()
 	if l.nodes == nil {
 		return nil
 	}
@@ -394,9 +368,9 @@ func (l *Loop) getNode(ctx context.Context) *corev1.Node {
 	if err := n.Unmarshal(resp.Node); err != nil {
 		return nil
 	}
-	l.mu.Lock()
+	l.nodeMu.Lock()
 	l.node, l.nodeAt = n, l.opts.Clock.Now()
-	l.mu.Unlock()
+	l.nodeMu.Unlock()
 	return n
 }
 
@@ -428,13 +402,13 @@ func (l *Loop) SyncPod(ctx context.Context, spec *corev1.Pod) (bool, time.Durati
 	l.handleResize(ctx, spec)
 	pod := l.allocated(spec)
 	prev := l.lastStatus(pod.UID)
-	st, err := l.rm.GetPodStatus(ctx, pod.UID)
+	st, err := l.cachedPodStatus(ctx, pod.UID)
 	if err != nil {
 		return false, 0, err
 	}
 	l.resizeProgress(pod, st, nil)
 	pre := l.generate(ctx, pod, st, false)
-	if pre.Phase == corev1.PodSucceeded || pre.Phase == corev1.PodFailed {
+	if podutil.IsTerminal(pre.Phase) {
 		l.report(ctx, pod, &pre)
 		return true, 0, nil
 	}
@@ -448,9 +422,15 @@ func (l *Loop) SyncPod(ctx context.Context, spec *corev1.Pod) (bool, time.Durati
 	if err := l.ensureCgroup(pod); err != nil {
 		return false, 0, err
 	}
-	res := l.rm.SyncPod(ctx, pod, st)
+	actx, actions := podruntime.TrackActions(ctx)
+	res := l.rm.SyncPod(actx, pod, st)
 	started := pre.StartTime
-	if st2, err := l.rm.GetPodStatus(ctx, pod.UID); err == nil {
+	// A sync that changed nothing in the runtime reports from what it read.
+	st2, err := st, error(nil)
+	if actions() > 0 {
+		st2, err = l.podStatus(ctx, pod.UID)
+	}
+	if err == nil {
 		l.resizeProgress(pod, st2, res.ResizeError)
 		l.probes.Sync(pod, st2)
 		post := l.generate(ctx, pod, st2, false)
@@ -461,17 +441,44 @@ func (l *Loop) SyncPod(ctx context.Context, spec *corev1.Pod) (bool, time.Durati
 	return false, l.untilDeadline(pod, started, res.Requeue), res.Err()
 }
 
+// podCacheMaxRelists is how many relist periods after the last successful
+// relist a cached pod status is still served (relists fail while the
+// runtime does not answer).
+const podCacheMaxRelists = 10
+
+// podStatus reads the pod's runtime status and keeps it for the syncs that
+// follow.
+func (l *Loop) podStatus(ctx context.Context, uid types.UID) (*podruntime.PodStatus, error) {
+	r := l.podCache.Begin(uid)
+	st, err := l.rm.GetPodStatus(ctx, uid)
+	if err == nil {
+		l.podCache.Put(r, st)
+	}
+	return st, err
+}
+
+// cachedPodStatus is the pod's runtime status as last read while the
+// relister has seen no change of the pod since, as the kubelet's pod
+// workers read its pod cache; otherwise it reads it. The status is shared:
+// callers must not change it.
+func (l *Loop) cachedPodStatus(ctx context.Context, uid types.UID) (*podruntime.PodStatus, error) {
+	if st, ok := l.podCache.Get(uid); ok {
+		return st, nil
+	}
+	return l.podStatus(ctx, uid)
+}
+
 // SyncTerminatingPod stops the pod within its grace period.
 func (l *Loop) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace *int64) error {
 	l.probes.Remove(pod.UID)
-	st, err := l.rm.GetPodStatus(ctx, pod.UID)
+	st, err := l.podStatus(ctx, pod.UID)
 	if err != nil {
 		return err
 	}
 	if err := l.rm.KillPod(ctx, pod, st, grace); err != nil {
 		return err
 	}
-	if st, err = l.rm.GetPodStatus(ctx, pod.UID); err == nil {
+	if st, err = l.podStatus(ctx, pod.UID); err == nil {
 		final := l.generate(ctx, l.allocated(pod), st, true)
 		l.report(ctx, pod, &final)
 	}
@@ -497,18 +504,16 @@ func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bo
 	}
 	l.reclaimed(ctx, pod)
 	if remove {
-		l.mu.Lock()
-		delete(l.admitted, pod.UID)
-		delete(l.last, pod.UID)
-		delete(l.evicted, pod.UID)
-		delete(l.shutdownKilled, pod.UID)
-		l.mu.Unlock()
-		l.rm.Forget(pod.UID)
+		l.pods.cleaningUp(pod.UID)
+		l.podCache.Forget(pod.UID)
+		if err := l.rm.Forget(pod.UID); err != nil {
+			// The housekeeping's sweep of pod dirs retries it.
+			l.log.Warn("could not remove the pod's dir", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		}
 		l.opts.Startup.Forget(pod.UID)
 		l.failures.forget(stepStatusReport, string(pod.UID))
-		l.mu.Lock()
-		l.cleaned[pod.UID] = true
-		l.mu.Unlock()
+		l.refusals.forget(pod.UID)
+		l.pods.cleanedUp(pod.UID)
 		l.retryDeferredResizes(pod.UID)
 		if a := l.opts.Allocation; a != nil {
 			if err := a.Remove(pod.UID); err != nil {
@@ -524,7 +529,7 @@ func (l *Loop) generate(ctx context.Context, pod *corev1.Pod, st *podruntime.Pod
 	out := podstatus.Generate(podstatus.Input{
 		Pod: pod, Runtime: st, Reasons: l.rm.Reasons(pod.UID), ContainerID: l.rm.ContainerID,
 		Terminal: terminal, HostIPs: l.hostIPs(ctx), Now: now, Previous: l.lastStatus(pod.UID),
-		Probes: l.probes, ResizeConditions: l.resizeConditions(pod),
+		Probes: l.probes, ResizeConditions: l.resizeConditions(pod), RecursiveReadOnly: l.rm.SupportsRecursiveReadOnlyMounts(pod),
 	})
 	l.applyEviction(pod.UID, &out, now)
 	l.applyShutdown(pod.UID, &out, now)
@@ -532,18 +537,14 @@ func (l *Loop) generate(ctx context.Context, pod *corev1.Pod, st *podruntime.Pod
 	return out
 }
 
-func (l *Loop) lastStatus(uid types.UID) *corev1.PodStatus {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.last[uid]
-}
+func (l *Loop) lastStatus(uid types.UID) *corev1.PodStatus { return l.pods.get(uid).last }
 
 // report sends a status to statusd; a failure is said once per pod until
-// a report of it succeeds again (failures), and the next sync resends.
+// a report of it succeeds again (failures), and the next sync resends. A
+// status statusd refused as invalid is not resent until it changes
+// (refusals).
 func (l *Loop) report(ctx context.Context, pod *corev1.Pod, st *corev1.PodStatus) {
-	l.mu.Lock()
-	l.last[pod.UID] = st
-	l.mu.Unlock()
+	l.pods.reported(pod.UID, st)
 	if l.opts.Startup != nil {
 		reported := *pod
 		reported.Status = *st
@@ -552,7 +553,9 @@ func (l *Loop) report(ctx context.Context, pod *corev1.Pod, st *corev1.PodStatus
 	if l.status == nil {
 		return
 	}
-	l.failures.observe(ctx, stepStatusReport, string(pod.UID), l.sendStatus(ctx, pod, st), "pod", pod.Namespace+"/"+pod.Name)
+	if err := l.sendStatus(ctx, pod, st); !errors.Is(err, errStatusHeld) {
+		l.failures.observe(ctx, stepStatusReport, string(pod.UID), err, "pod", pod.Namespace+"/"+pod.Name)
+	}
 }
 
 // sendStatus hands pod's status to statusd.
@@ -565,12 +568,7 @@ func (l *Loop) sendStatus(ctx context.Context, pod *corev1.Pod, st *corev1.PodSt
 	if err != nil {
 		return fmt.Errorf("encoding the status: %w", err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := l.status.SetPodStatus(cctx, &statusdv1.SetPodStatusRequest{Pod: pb, Status: sb}); err != nil {
-		return fmt.Errorf("statusd did not take it; the next sync resends: %w", err)
-	}
-	return nil
+	return l.refusals.send(ctx, l.status, pod, pb, sb)
 }
 
 func (l *Loop) reclaimed(ctx context.Context, pod *corev1.Pod) {
@@ -612,10 +610,8 @@ const evictedReason = "Evicted"
 
 // applyEviction turns st into an evicted pod's status when podsyncd evicted it.
 func (l *Loop) applyEviction(uid types.UID, st *corev1.PodStatus, now time.Time) {
-	l.mu.Lock()
-	ev, ok := l.evicted[uid]
-	l.mu.Unlock()
-	if !ok {
+	ev := l.pods.get(uid).evicted
+	if ev == nil {
 		return
 	}
 	st.Phase, st.Reason, st.Message = corev1.PodFailed, evictedReason, ev.message
@@ -628,10 +624,7 @@ func (l *Loop) applyEviction(uid types.UID, st *corev1.PodStatus, now time.Time)
 // manager stopped: Failed unless it Succeeded, the manager's reason and
 // message, a DisruptionTarget condition (the kubelet's killPods).
 func (l *Loop) applyShutdown(uid types.UID, st *corev1.PodStatus, now time.Time) {
-	l.mu.Lock()
-	killed := l.shutdownKilled[uid]
-	l.mu.Unlock()
-	if !killed {
+	if !l.pods.get(uid).shutdownKilled {
 		return
 	}
 	if st.Phase != corev1.PodSucceeded {
@@ -666,9 +659,7 @@ func setDisruptionTarget(st *corev1.PodStatus, msg string, now time.Time) {
 // restart policy does not bring it back. The channel closes once its
 // containers have stopped.
 func (l *Loop) KillPod(pod *corev1.Pod, grace int64) <-chan struct{} {
-	l.mu.Lock()
-	l.shutdownKilled[pod.UID] = true
-	l.mu.Unlock()
+	l.pods.killForShutdown(pod.UID)
 	return l.workers.Kill(pod, &grace)
 }
 
@@ -683,10 +674,16 @@ func (l *Loop) sourcesReady(ctx context.Context) bool {
 // When the runtime cannot be listed it does nothing this time; each step's
 // failures are said once per change and counted (failures).
 func (l *Loop) cleanup(ctx context.Context) {
+	// The pod dirs are listed before the store is read: a dir is made only
+	// by a sync of a pod already in the store, so no pod that is wanted can
+	// have a dir missing from want.
+	dirs, dirErr := l.podDirs()
 	want := map[types.UID]bool{}
 	for _, p := range l.store.Pods() {
 		want[p.UID] = true
 	}
+	l.readdCleaned()
+	l.podCache.Retain(func(uid types.UID) bool { return want[uid] || l.workers.Has(uid) })
 	sbs, cs, err := l.listRuntime(ctx)
 	l.failures.observe(ctx, stepListRuntime, "", err)
 	if err != nil {
@@ -711,13 +708,22 @@ func (l *Loop) cleanup(ctx context.Context) {
 		errs = append(errs, l.removeOrphan(ctx, uid))
 	}
 	l.failures.observe(ctx, stepOrphanedPods, "", errors.Join(errs...))
+	l.failures.observe(ctx, stepOrphanedPodDirs, "", errors.Join(dirErr, l.removeOrphanedPodDirs(dirs, want, present)))
 	if a := l.opts.Allocation; a != nil {
 		l.failures.observe(ctx, stepOrphanedAllocations, "", a.RemoveOrphans(want))
 	}
 	if l.status != nil {
+		// A pod that left its source keeps its status while its worker
+		// still stops it: statusd keeps a static pod's mirror pod until
+		// then.
 		keep := make([]string, 0, len(want))
 		for uid := range want {
 			keep = append(keep, string(uid))
+		}
+		for _, w := range l.workers.List() {
+			if !want[w.UID] {
+				keep = append(keep, string(w.UID))
+			}
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := l.status.RemoveOrphanedStatuses(cctx, &statusdv1.RemoveOrphanedStatusesRequest{KeepPodUids: keep})
@@ -725,6 +731,21 @@ func (l *Loop) cleanup(ctx context.Context) {
 		l.failures.observe(ctx, stepOrphanedStatuses, "", err)
 	}
 	l.cgroupHousekeeping(want, present)
+}
+
+// readdCleaned adds again the wanted pods whose worker removed them and
+// exited: the source added the pod back (same UID) just as its worker was
+// finishing, too late for the worker to restart it (the kubelet's
+// housekeeping likewise starts the desired pods its pod workers do not
+// know).
+func (l *Loop) readdCleaned() {
+	for _, p := range l.store.Pods() {
+		if !l.pods.get(p.UID).cleaned || l.workers.Has(p.UID) {
+			continue
+		}
+		l.log.Info("pod added back as its worker finished removing it; starting it again", "pod", p.Namespace+"/"+p.Name)
+		l.Add(p)
+	}
 }
 
 // listRuntime lists every sandbox and container.
@@ -756,6 +777,39 @@ func (l *Loop) removeOrphan(ctx context.Context, uid types.UID) error {
 		return fmt.Errorf("pod %s: remove: %w", uid, err)
 	}
 	return nil
+}
+
+// podDirs lists the pods that have a dir under the data dir.
+func (l *Loop) podDirs() ([]types.UID, error) {
+	v := l.rm.Volumes()
+	if v == nil {
+		return nil, nil
+	}
+	uids, err := v.PodUIDs()
+	if err != nil {
+		return nil, fmt.Errorf("list pod dirs: %w", err)
+	}
+	return uids, nil
+}
+
+// removeOrphanedPodDirs removes the dir of each pod that no source wants,
+// no worker owns and the runtime no longer holds, as the kubelet's
+// cleanupOrphanedPodDirs does: a dir that SyncTerminatedPod could not
+// remove, or one a restart left between removing the pod's containers and
+// its dir, is not kept forever.
+func (l *Loop) removeOrphanedPodDirs(dirs []types.UID, want, present map[types.UID]bool) error {
+	var errs []error
+	for _, uid := range dirs {
+		if want[uid] || present[uid] || l.workers.Has(uid) {
+			continue
+		}
+		if err := l.rm.Forget(uid); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		l.log.Info("removed the dir of a pod that is gone", "uid", uid)
+	}
+	return errors.Join(errs...)
 }
 
 // containerGC runs the container garbage collector every

@@ -8,12 +8,6 @@ import (
 	"github.com/microlet/microlet/internal/podsource"
 )
 
-// removedPod is a pod that left its source.
-type removedPod struct {
-	at     time.Time
-	static bool
-}
-
 // forgetRemovedAfter bounds how long an API pod's removal is remembered for
 // kubelet_restarted_pods_total: a UID comes back only when its pod is
 // recreated while the node watches (static pods keep theirs; they are few
@@ -47,14 +41,7 @@ func (l *Loop) countPods() {
 	desiredAPI, desiredStatic := countBySource(l.store.Pods())
 	activeAPI, activeStatic := countBySource(l.activePods())
 	l.opts.Metrics.SetPodCounts(desiredAPI, desiredStatic, activeAPI, activeStatic)
-	now := l.opts.Clock.Now()
-	l.mu.Lock()
-	for uid, r := range l.removed {
-		if !r.static && now.Sub(r.at) > forgetRemovedAfter {
-			delete(l.removed, uid)
-		}
-	}
-	l.mu.Unlock()
+	l.pods.forgetRemovals(l.opts.Clock.Now().Add(-forgetRemovedAfter))
 }
 
 // countBySource counts pods from the API server and static pods apart.

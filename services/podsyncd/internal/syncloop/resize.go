@@ -39,18 +39,7 @@ func (l *Loop) allocate(pod *corev1.Pod) {
 // otherAllocatedPods are the admitted, unfinished pods but uid, each with its
 // allocated resources.
 func (l *Loop) otherAllocatedPods(uid types.UID) []*corev1.Pod {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []*corev1.Pod
-	for u, p := range l.admitted {
-		if u == uid {
-			continue
-		}
-		if st := l.last[u]; st != nil && (st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) {
-			continue
-		}
-		out = append(out, p)
-	}
+	out := l.pods.unfinished(func(u types.UID, _ *podState) bool { return u == uid })
 	for i, p := range out {
 		out[i] = l.allocated(p)
 	}
@@ -136,13 +125,7 @@ func (l *Loop) retryDeferredResizes(except types.UID) {
 	if a == nil || l.workers == nil {
 		return
 	}
-	l.mu.Lock()
-	uids := make([]types.UID, 0, len(l.admitted))
-	for uid := range l.admitted {
-		uids = append(uids, uid)
-	}
-	l.mu.Unlock()
-	for _, uid := range uids {
+	for _, uid := range l.pods.admittedUIDs() {
 		if c := a.Pending(uid); uid != except && c != nil && c.Reason == corev1.PodReasonDeferred {
 			l.workers.Trigger(uid)
 		}

@@ -7,8 +7,11 @@
 // symlink swapped by rename), so a running container sees an update whole.
 // An image volume (volumes[].image) has nothing on the host: it is recorded
 // with Image set, and podruntime asks the runtime to mount the pulled image.
+// A pod that mounts a volume with propagation (HostToContainer,
+// Bidirectional) gets its volumes dir on a shared mount of its own, which
+// Cleanup detaches.
 //
-//	vm := volumes.New(dataDir, src)
+//	vm := volumes.New(dataDir, src, tokens) // volumes.WithClock(clk) in tests
 //	if err := vm.Setup(ctx, pod, info); err != nil { /* FailedMount: retry */ }
 //	vm.Paths(pod.UID)   // volume name -> host path and read-only flag
 //	vm.Cleanup(pod.UID) // once the pod is gone

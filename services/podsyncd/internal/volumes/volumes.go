@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 )
@@ -41,7 +42,7 @@ type Manager struct {
 	root   string
 	src    envvars.Source
 	tokens Tokens
-	now    func() time.Time
+	clock  clock.PassiveClock
 
 	mu     sync.Mutex
 	paths  map[types.UID]map[string]Volume
@@ -59,11 +60,21 @@ type issuedToken struct {
 	from, expiry time.Time
 }
 
+// Option configures a Manager.
+type Option func(*Manager)
+
+// WithClock sets the clock that times cached tokens (tests step it).
+func WithClock(c clock.PassiveClock) Option { return func(m *Manager) { m.clock = c } }
+
 // New returns a manager rooted at dataDir reading objects through src and
 // tokens through tokens (both nil when standalone).
-func New(dataDir string, src envvars.Source, tokens Tokens) *Manager {
-	return &Manager{root: dataDir, src: src, tokens: tokens, now: time.Now,
+func New(dataDir string, src envvars.Source, tokens Tokens, opts ...Option) *Manager {
+	m := &Manager{root: dataDir, src: src, tokens: tokens, clock: clock.RealClock{},
 		paths: map[types.UID]map[string]Volume{}, issued: map[tokenKey]issuedToken{}}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
 }
 
 // token returns a cached token while it is younger than 80% of its life
@@ -77,15 +88,12 @@ func (m *Manager) token(ctx context.Context, pod *corev1.Pod, p *corev1.ServiceA
 		secs = *p.ExpirationSeconds
 	}
 	k := tokenKey{pod.UID, p.Audience, secs}
-	now := m.now()
+	now := m.clock.Now()
 	m.mu.Lock()
 	t, ok := m.issued[k]
 	m.mu.Unlock()
-	if ok {
-		life := t.expiry.Sub(t.from)
-		if age := now.Sub(t.from); age < life*8/10 && age < 24*time.Hour {
-			return []byte(t.token), nil
-		}
+	if ok && t.fresh(now) {
+		return []byte(t.token), nil
 	}
 	tok, exp, err := m.tokens.Token(ctx, pod, p.Audience, secs)
 	if err != nil {
@@ -97,8 +105,47 @@ func (m *Manager) token(ctx context.Context, pod *corev1.Pod, p *corev1.ServiceA
 	return []byte(tok), nil
 }
 
+// fresh reports whether t is younger than 80% of its life and a day at now.
+// Its age is taken twice: by the monotonic clock, and by the wall clock,
+// which the API server's expiry is in. The monotonic clock does not see a
+// step of the wall clock, nor (on Linux) the time a suspended machine
+// slept, after which the token may have expired at the server; the wall
+// clock jumps with the steps. A token either reading finds old is
+// refreshed, and so is one the wall clock finds issued in the future (the
+// clock was stepped back): a TokenRequest is cheaper than handing a
+// container a token that may no longer be valid.
+func (t issuedToken) fresh(now time.Time) bool {
+	limit := min(t.expiry.Sub(t.from)*8/10, 24*time.Hour)
+	for _, age := range []time.Duration{now.Sub(t.from), now.Round(0).Sub(t.from.Round(0))} {
+		if age < 0 || age >= limit {
+			return false
+		}
+	}
+	return true
+}
+
 // PodDir is the pod's directory under the data dir.
 func (m *Manager) PodDir(uid types.UID) string { return filepath.Join(m.root, "pods", string(uid)) }
+
+// PodUIDs lists the pods that have a directory under the data dir, whether
+// or not the manager set them up in this process: what a crash or a failed
+// Cleanup left behind is found here.
+func (m *Manager) PodUIDs() ([]types.UID, error) {
+	entries, err := os.ReadDir(filepath.Join(m.root, "pods"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]types.UID, 0, len(entries))
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, types.UID(e.Name()))
+		}
+	}
+	return out, nil
+}
 
 // Paths returns the set-up volumes of a pod by name.
 func (m *Manager) Paths(uid types.UID) map[string]Volume {
@@ -126,6 +173,9 @@ func (m *Manager) Cleanup(uid types.UID) error {
 		// mounted and empty; keep the dir for the next attempt.
 		return err
 	}
+	if err := m.unshare(uid); err != nil {
+		return err
+	}
 	return os.RemoveAll(m.PodDir(uid))
 }
 
@@ -134,6 +184,12 @@ func (m *Manager) Cleanup(uid types.UID) error {
 func (m *Manager) Setup(ctx context.Context, pod *corev1.Pod, info envvars.Info) error {
 	out := map[string]Volume{}
 	var errs []error
+	if needsPropagation(pod) {
+		// Before the volumes, so a tmpfs emptyDir is mounted inside.
+		if err := makeShared(m.volumesDir(pod.UID)); err != nil {
+			return err
+		}
+	}
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		vol, err := m.setupOne(ctx, pod, v, info)

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/envvars"
 )
@@ -137,11 +138,20 @@ func TestSetupAndRefresh(t *testing.T) {
 	}
 }
 
-type fakeTokens struct{ n int }
+// fakeTokens issues numbered tokens expiring secs after the clock's now
+// (the Unix epoch without one).
+type fakeTokens struct {
+	n     int
+	clock *testingclock.FakeClock
+}
 
 func (f *fakeTokens) Token(_ context.Context, pod *corev1.Pod, aud string, secs int64) (string, time.Time, error) {
 	f.n++
-	return fmt.Sprintf("tok-%d-%s-%s", f.n, pod.Name, aud), time.Unix(0, 0).Add(time.Duration(secs) * time.Second), nil
+	issued := time.Unix(0, 0)
+	if f.clock != nil {
+		issued = f.clock.Now()
+	}
+	return fmt.Sprintf("tok-%d-%s-%s", f.n, pod.Name, aud), issued.Add(time.Duration(secs) * time.Second), nil
 }
 
 func TestProjectedTokenRefresh(t *testing.T) {
@@ -150,9 +160,8 @@ func TestProjectedTokenRefresh(t *testing.T) {
 		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "proj", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", Audience: "api", ExpirationSeconds: &secs}}}}}}}}}
 	tokens := &fakeTokens{}
-	m := New(t.TempDir(), nil, tokens)
-	now := time.Unix(0, 0)
-	m.now = func() time.Time { return now }
+	clk := testingclock.NewFakeClock(time.Unix(0, 0))
+	m := New(t.TempDir(), nil, tokens, WithClock(clk))
 	setup := func() string {
 		t.Helper()
 		if err := m.Setup(context.Background(), pod, envvars.Info{}); err != nil {
@@ -163,13 +172,52 @@ func TestProjectedTokenRefresh(t *testing.T) {
 	if got := setup(); got != "tok-1-p-api" {
 		t.Fatalf("token = %q", got)
 	}
-	now = now.Add(700 * time.Second) // under 80% of its life: kept
+	clk.Step(700 * time.Second) // under 80% of its life: kept
 	if got := setup(); got != "tok-1-p-api" || tokens.n != 1 {
 		t.Fatalf("token = %q after %d requests, want the cached one", got, tokens.n)
 	}
-	now = now.Add(200 * time.Second) // past 80%: refreshed
+	clk.Step(200 * time.Second) // past 80%: refreshed
 	if got := setup(); got != "tok-2-p-api" {
 		t.Fatalf("token = %q, want a refreshed one", got)
+	}
+}
+
+// TestProjectedTokenAcrossClockSteps: a cached token is refreshed when the
+// clock is stepped back past the moment it was issued (its age cannot be
+// told; kept, it would be served until the clock caught up and past its
+// expiry) and when the clock jumps forward past 80% of its life (a day
+// forward: it has expired at the API server); a small step forward keeps
+// it. A token never lives in the cache longer than a day.
+func TestProjectedTokenAcrossClockSteps(t *testing.T) {
+	secs := int64(3600)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u3"},
+		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "proj", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", Audience: "api", ExpirationSeconds: &secs}}}}}}}}}
+	clk := testingclock.NewFakeClock(time.Unix(0, 0))
+	tokens := &fakeTokens{clock: clk}
+	m := New(t.TempDir(), nil, tokens, WithClock(clk))
+	for i, s := range []struct {
+		what string
+		step time.Duration
+		want int // requests so far
+	}{
+		{"issued", 0, 1},
+		{"10 minutes on", 10 * time.Minute, 1},
+		{"stepped back an hour", -time.Hour, 2},
+		{"10 minutes after that", 10 * time.Minute, 2},
+		{"stepped back 11 minutes, before it was issued", -11 * time.Minute, 3},
+		{"a day forward", 24 * time.Hour, 4},
+		{"47 minutes on", 47 * time.Minute, 4},
+		{"49 minutes on: past 80% of the hour", 2 * time.Minute, 5},
+	} {
+		clk.Step(s.step)
+		if err := m.Setup(context.Background(), pod, envvars.Info{}); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("tok-%d-p-api", s.want)
+		if got := read(t, filepath.Join(m.Paths(pod.UID)["proj"].Path, "token")); got != want || tokens.n != s.want {
+			t.Fatalf("step %d (%s): token %q after %d requests, want %q", i, s.what, got, tokens.n, want)
+		}
 	}
 }
 

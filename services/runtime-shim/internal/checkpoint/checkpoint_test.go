@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/microlet/microlet/internal/statefile/statefiletest"
 )
 
 func TestStoreRoundTrip(t *testing.T) {
@@ -105,13 +107,7 @@ func TestCorruptCheckpointQuarantined(t *testing.T) {
 			if err != nil || len(all) != 1 || all[0].ID != "good" {
 				t.Fatalf("List = %+v, %v; want the good one and no error", all, err)
 			}
-			moved, _ := filepath.Glob(path + ".corrupt-*")
-			if len(moved) != 1 {
-				t.Fatalf("files moved aside: %v", moved)
-			}
-			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), moved[0]) {
-				t.Fatalf("no Warning naming the moved file: %s", logs.String())
-			}
+			statefiletest.MovedAside(t, path, statefiletest.Want{Content: []byte(content), Log: &logs})
 			if _, err := s.Get("bad"); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("Get after quarantine: %v, want ErrNotFound", err)
 			}

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/microlet/microlet/internal/statefile/statefiletest"
 )
 
 func write(t *testing.T, dir, name, data string) {
@@ -190,15 +192,9 @@ func TestTearDownCorruptRecord(t *testing.T) {
 	if _, err := os.Stat(rec); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("corrupt record still in place: %v", err)
 	}
-	aside, _ := filepath.Glob(rec + ".corrupt-*")
-	if len(aside) != 1 {
-		t.Fatalf("moved-aside files %v, want one", aside)
-	}
+	statefiletest.MovedAside(t, rec, statefiletest.Want{Content: []byte(`{"sandbox_id":"0123`), Log: &logBuf})
 	if b, _ := os.ReadFile(calls); string(b) != "DEL "+id+"\n" {
 		t.Fatalf("plugin calls %q, want one DEL for the sandbox", b)
-	}
-	if l := logBuf.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, aside[0]) {
-		t.Fatalf("log %q does not name the moved-aside file", l)
 	}
 	if m.Attached(id) || len(m.Sandboxes()) != 0 {
 		t.Fatal("sandbox still listed as attached")

@@ -13,6 +13,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 	"github.com/prometheus/procfs"
 	"google.golang.org/grpc/codes"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/cpuset"
+
+	"github.com/microlet/microlet/services/runtime-shim/internal/imagevolume"
 )
 
 func validateContainerConfig(c *runtimeapi.ContainerConfig) error {
@@ -36,22 +39,56 @@ func validateContainerConfig(c *runtimeapi.ContainerConfig) error {
 		return invalid("config.image.image", "is required")
 	}
 	for i, m := range c.Mounts {
-		if m.ContainerPath == "" || !filepath.IsAbs(m.ContainerPath) {
-			return invalid(fmt.Sprintf("config.mounts[%d].container_path", i), "must be an absolute path")
+		if err := bindPath(fmt.Sprintf("config.mounts[%d].container_path", i), m.ContainerPath); err != nil {
+			return err
 		}
 		if m.GetImage().GetImage() != "" {
 			// An image volume: the image's filesystem, no host path.
 			if m.HostPath != "" {
 				return invalid(fmt.Sprintf("config.mounts[%d].host_path", i), "must be empty for an image mount")
 			}
+			if err := imagevolume.CheckSubPath(m.GetImageSubPath()); err != nil {
+				return invalid(fmt.Sprintf("config.mounts[%d].image_sub_path", i), err.Error())
+			}
 			continue
 		}
-		if m.HostPath == "" || !filepath.IsAbs(m.HostPath) {
-			return invalid(fmt.Sprintf("config.mounts[%d].host_path", i), "must be an absolute path")
+		if err := bindPath(fmt.Sprintf("config.mounts[%d].host_path", i), m.HostPath); err != nil {
+			return err
+		}
+		if err := validateRRO(fmt.Sprintf("config.mounts[%d]", i), m); err != nil {
+			return err
 		}
 	}
-	if c.LogPath != "" && filepath.IsAbs(c.LogPath) {
-		return invalid("config.log_path", "must be relative to the sandbox's log directory")
+	if c.LogPath != "" && !filepath.IsLocal(c.LogPath) {
+		return invalid("config.log_path", fmt.Sprintf("%q: must be relative to the sandbox's log directory and stay inside it", c.LogPath))
+	}
+	for i, e := range c.Envs {
+		// Docker takes NAME=value: a name with '=' would swallow part
+		// of its value into the name.
+		if e.Key == "" || strings.ContainsAny(e.Key, "=\x00") {
+			return invalid(fmt.Sprintf("config.envs[%d].key", i), fmt.Sprintf("%q: must be non-empty, without '=' or NUL", e.Key))
+		}
+	}
+	return nil
+}
+
+// bindPath checks one side of a bind mount: absolute, and without ':',
+// which Docker's bind syntax (host:container:options) would split on.
+func bindPath(field, p string) error {
+	if p == "" || !filepath.IsAbs(p) {
+		return invalid(field, fmt.Sprintf("%q: must be an absolute path", p))
+	}
+	if strings.Contains(p, ":") {
+		return invalid(field, fmt.Sprintf("%q: must not contain ':' (Docker's bind syntax host:container:options)", p))
+	}
+	return nil
+}
+
+// validateLogDirectory checks a sandbox's log directory: empty, or
+// absolute (a relative one would be the shim's working directory's).
+func validateLogDirectory(field, dir string) error {
+	if dir != "" && !filepath.IsAbs(dir) {
+		return invalid(field, fmt.Sprintf("%q: must be an absolute path", dir))
 	}
 	return nil
 }
@@ -95,6 +132,9 @@ func (b *Backend) pidTarget(ctx context.Context, sandboxID, targetID string) (st
 func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
 	c := req.GetConfig()
 	if err := validateContainerConfig(c); err != nil {
+		return nil, err
+	}
+	if err := validateLogDirectory("sandbox_config.log_directory", req.GetSandboxConfig().GetLogDirectory()); err != nil {
 		return nil, err
 	}
 	sb, err := b.inspectSandbox(ctx, req.PodSandboxId)
@@ -183,6 +223,12 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		}
 		hc.PidMode = container.PidMode("container:" + target)
 	}
+	var feat *daemonFeatures
+	if needsFeatures(c) {
+		if feat, err = b.features(ctx); err != nil {
+			return nil, err
+		}
+	}
 	for i, m := range c.Mounts {
 		mode := "rw"
 		if m.Readonly {
@@ -198,15 +244,21 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 			hc.Binds = append(hc.Binds, src+":"+m.ContainerPath+":ro,rprivate")
 			continue
 		}
+		propagation := mount.PropagationRPrivate
 		switch m.Propagation {
 		case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
-			mode += ",rslave"
+			propagation = mount.PropagationRSlave
 		case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
-			mode += ",rshared"
-		default:
-			mode += ",rprivate"
+			propagation = mount.PropagationRShared
 		}
-		hc.Binds = append(hc.Binds, m.HostPath+":"+m.ContainerPath+":"+mode)
+		if m.RecursiveReadOnly && !feat.recursiveReadOnly() {
+			return nil, feat.unsupportedRRO(fmt.Sprintf("config.mounts[%d]", i))
+		}
+		if m.Readonly && feat.bindOptions() {
+			hc.Mounts = append(hc.Mounts, bindMount(m, propagation))
+			continue
+		}
+		hc.Binds = append(hc.Binds, m.HostPath+":"+m.ContainerPath+":"+mode+","+string(propagation))
 	}
 	for _, d := range c.Devices {
 		hc.Devices = append(hc.Devices, container.DeviceMapping{PathOnHost: d.HostPath, PathInContainer: d.ContainerPath, CgroupPermissions: d.Permissions})

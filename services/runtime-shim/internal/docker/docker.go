@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -83,6 +84,10 @@ type Backend struct {
 
 	statsOnce  sync.Once
 	statsState *statsState // samples and layer sizes shared by the stats calls
+
+	// feat is what the daemon offers (API version, kernel), read once it
+	// answers (rro.go).
+	feat atomic.Pointer[daemonFeatures]
 
 	imageVolumesOnce sync.Once
 	imageVolumes     *imagevolume.Store // image mounts' extractions (imagevolumes.go)

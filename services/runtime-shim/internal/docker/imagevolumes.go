@@ -19,16 +19,14 @@ const imageVolumeDir = "image-volumes"
 // (mount i of its config, an image volume) binds read-only: the image's
 // root filesystem extracted once per image ID (package imagevolume), or
 // the mount's image_sub_path in it. The image must be present (the
-// kubelet pulls it first); a missing one is NotFound.
+// kubelet pulls it first); a missing one is NotFound. The sub path was
+// checked with the rest of the config (validateContainerConfig).
 func (b *Backend) imageVolumePath(ctx context.Context, i int, m *runtimeapi.Mount) (string, error) {
 	b.imageVolumesOnce.Do(func() {
 		b.imageVolumes, b.imageVolumesErr = imagevolume.New(b.cli, filepath.Join(b.opts.DataDir, imageVolumeDir), b.opts.Instance)
 	})
 	if b.imageVolumesErr != nil {
 		return "", status.Errorf(codes.Internal, "config.mounts[%d]: %v", i, b.imageVolumesErr)
-	}
-	if err := imagevolume.CheckSubPath(m.GetImageSubPath()); err != nil {
-		return "", status.Errorf(codes.InvalidArgument, "config.mounts[%d].image_sub_path: %v", i, err)
 	}
 	ref := m.GetImage().GetImage()
 	if _, err := b.cli.ImageInspect(ctx, ref); err != nil {

@@ -30,7 +30,8 @@ func (b *Backend) Version(ctx context.Context, _ *runtimeapi.VersionRequest) (*r
 // Status reports RuntimeReady when Docker answers. NetworkReady is the
 // runtime's readiness on Docker's bridge; with a network plugin it also
 // needs the plugin ready (reason NetworkPluginNotReady, with the plugin's
-// word on what is missing, otherwise).
+// word on what is missing, otherwise). A ready runtime lists its one
+// handler, the default, with the features the daemon offers (rro.go).
 func (b *Backend) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
 	ready, reason, msg := true, "", ""
 	if err := b.Ping(ctx); err != nil {
@@ -44,6 +45,9 @@ func (b *Backend) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 		{Type: runtimeapi.RuntimeReady, Status: ready, Reason: reason, Message: msg},
 		{Type: runtimeapi.NetworkReady, Status: netReady, Reason: netReason, Message: netMsg},
 	}}}
+	if ready {
+		resp.RuntimeHandlers = b.runtimeHandlers(ctx)
+	}
 	if req.Verbose {
 		resp.Info = map[string]string{"shim": version.Version, "instance": b.opts.Instance}
 	}

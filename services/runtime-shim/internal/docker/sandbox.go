@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"path"
@@ -60,6 +61,9 @@ func validateSandboxConfig(c *runtimeapi.PodSandboxConfig) error {
 	if m.Uid == "" {
 		return invalid("config.metadata.uid", "is required")
 	}
+	if err := validateLogDirectory("config.log_directory", c.LogDirectory); err != nil {
+		return err
+	}
 	for i, pm := range c.GetPortMappings() {
 		if pm.ContainerPort <= 0 || pm.ContainerPort > 65535 {
 			return invalid(fmt.Sprintf("config.port_mappings[%d].container_port", i), "must be 1-65535")
@@ -97,6 +101,13 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if ins, err := b.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{}); err == nil {
 		ct := ins.Container
 		if ct.Config != nil && ct.Config.Labels[LabelInstance] == b.opts.Instance {
+			// A shim killed between ContainerCreate and its checkpoint
+			// left a container with none: write it before the start, so
+			// stop, remove and list keep working if Docker loses the
+			// container later.
+			if err := b.ensureCheckpoint(req, ct.ID, name, ct.Config.Labels[labelCreated]); err != nil {
+				return nil, toStatus(err, "checkpoint sandbox %s", name)
+			}
 			if ct.State == nil || !ct.State.Running {
 				if _, err := b.cli.ContainerStart(ctx, ct.ID, client.ContainerStartOptions{}); err != nil {
 					return nil, toStatus(err, "start existing sandbox %s", name)
@@ -178,7 +189,6 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if ns.GetPid() == runtimeapi.NamespaceMode_NODE {
 		hc.PidMode = "host"
 	}
-	var ports []checkpoint.PortMapping
 	if !hostNet {
 		for _, pm := range c.PortMappings {
 			p, err := network.ParsePort(fmt.Sprintf("%d/%s", pm.ContainerPort, protoName(pm.Protocol)))
@@ -199,7 +209,6 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 				}
 				hc.PortBindings[p] = append(hc.PortBindings[p], pb)
 			}
-			ports = append(ports, checkpoint.PortMapping{Protocol: protoName(pm.Protocol), ContainerPort: pm.ContainerPort, HostPort: pm.HostPort, HostIP: pm.HostIp})
 		}
 	}
 	// Docker refuses DNS settings with the host network and fills what a
@@ -246,12 +255,7 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if err != nil {
 		return nil, toStatus(err, "create sandbox %s", name)
 	}
-	sb := checkpoint.Sandbox{
-		ID: res.ID, Name: name, PodName: m.Name, Namespace: m.Namespace, UID: m.Uid, Attempt: m.Attempt,
-		Labels: c.Labels, Annotations: c.Annotations, Ports: ports, HostNetwork: hostNet,
-		LogDir: c.LogDirectory, RuntimeHandler: req.RuntimeHandler, CreatedAt: created,
-	}
-	if err := b.cp.Put(sb); err != nil {
+	if err := b.cp.Put(sandboxCheckpoint(req, res.ID, name, created)); err != nil {
 		_, _ = b.cli.ContainerRemove(context.WithoutCancel(ctx), res.ID, client.ContainerRemoveOptions{Force: true})
 		return nil, toStatus(err, "checkpoint sandbox %s", name)
 	}
@@ -536,4 +540,38 @@ func dockerCgroupParent(p string) string {
 		return path.Base(p)
 	}
 	return p
+}
+
+// sandboxCheckpoint is the checkpoint of sandbox id (container name) made
+// for req, created at created (Unix nanoseconds).
+func sandboxCheckpoint(req *runtimeapi.RunPodSandboxRequest, id, name string, created int64) checkpoint.Sandbox {
+	c := req.GetConfig()
+	m := c.GetMetadata()
+	hostNet := c.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
+	var ports []checkpoint.PortMapping
+	if !hostNet {
+		for _, pm := range c.GetPortMappings() {
+			ports = append(ports, checkpoint.PortMapping{Protocol: protoName(pm.Protocol), ContainerPort: pm.ContainerPort, HostPort: pm.HostPort, HostIP: pm.HostIp})
+		}
+	}
+	return checkpoint.Sandbox{
+		ID: id, Name: name, PodName: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUid(), Attempt: m.GetAttempt(),
+		Labels: c.Labels, Annotations: c.Annotations, Ports: ports, HostNetwork: hostNet,
+		LogDir: c.LogDirectory, RuntimeHandler: req.RuntimeHandler, CreatedAt: created,
+	}
+}
+
+// ensureCheckpoint writes sandbox id's checkpoint when it has none;
+// createdLabel is the container's creation label (now when unreadable).
+func (b *Backend) ensureCheckpoint(req *runtimeapi.RunPodSandboxRequest, id, name, createdLabel string) error {
+	_, err := b.cp.Get(id)
+	if !errors.Is(err, checkpoint.ErrNotFound) {
+		return err
+	}
+	created, perr := strconv.ParseInt(createdLabel, 10, 64)
+	if perr != nil {
+		created = time.Now().UnixNano()
+	}
+	b.log.Warn("sandbox container has no checkpoint (the shim stopped while creating it); writing one", "sandbox", id, "name", name)
+	return b.cp.Put(sandboxCheckpoint(req, id, name, created))
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/microlet/microlet/internal/podsource"
 	"github.com/microlet/microlet/services/statusd/internal/podstatus"
 	"github.com/microlet/microlet/services/statusd/internal/store"
 )
@@ -529,4 +530,26 @@ func (c *Cache) UIDsByName(namespace, name string) []string {
 		out = append(out, uid)
 	}
 	return out
+}
+
+// StaticPodRunning reports whether a static pod namespace/name with config
+// hash has a status here that the node has not reported reclaimed: the node
+// runs it, or is still terminating it after it left the config or changed.
+// Its mirror pod stays until then.
+func (c *Cache) StaticPodRunning(namespace, name, hash string) bool {
+	if hash == "" {
+		return false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for uid := range c.byName[namespace+"/"+name] {
+		ps := c.pods[uid]
+		if ps == nil || !ps.present || ps.e.Reclaimed || ps.e.Pod == nil {
+			continue
+		}
+		if podsource.IsStatic(ps.e.Pod) && ps.e.Pod.Annotations[podsource.HashAnnotation] == hash {
+			return true
+		}
+	}
+	return false
 }

@@ -39,6 +39,7 @@ type Manager struct {
 	log       *slog.Logger
 	period    time.Duration
 	ops       *prometheus.CounterVec
+	running   RunningFunc
 
 	trigger chan struct{}
 
@@ -48,6 +49,11 @@ type Manager struct {
 	nodeUID  types.UID
 }
 
+// RunningFunc reports whether the static pod namespace/name whose config
+// hash is hash still runs on the node: started and not yet cleaned up after
+// its termination.
+type RunningFunc func(namespace, name, hash string) bool
+
 // Option configures a Manager.
 type Option func(*Manager)
 
@@ -56,6 +62,13 @@ func WithLogger(l *slog.Logger) Option { return func(m *Manager) { m.log = l } }
 
 // WithResyncPeriod sets the period of the full comparison.
 func WithResyncPeriod(d time.Duration) Option { return func(m *Manager) { m.period = d } }
+
+// WithRunning tells the manager which static pods still run on the node.
+// A mirror pod whose static pod left the config or changed is kept until
+// its static pod is no longer running, as the kubelet keeps it while the
+// pod worker terminates the old pod (the mirror pod shows the old pod for
+// its grace period). Without it the mirror pod goes at once.
+func WithRunning(f RunningFunc) Option { return func(m *Manager) { m.running = f } }
 
 // WithRegisterer registers the manager's metrics on reg.
 func WithRegisterer(reg prometheus.Registerer) Option {
@@ -91,6 +104,9 @@ func New(client kubernetes.Interface, pc podconfigv1.PodConfigServiceClient, nod
 	})
 	return m
 }
+
+// Poke asks for a reconciliation pass soon (a static pod finished).
+func (m *Manager) Poke() { m.poke() }
 
 func (m *Manager) poke() {
 	select {
@@ -183,7 +199,9 @@ func (m *Manager) Desired() (pods map[string]*corev1.Pod, ready bool) {
 }
 
 // Reconcile makes one pass: create missing mirror pods, replace outdated
-// ones, delete the ones without a static pod.
+// ones and ones being deleted, delete the ones without a static pod. A
+// mirror pod whose static pod still runs on the node (WithRunning) stays
+// until that pod has finished, whatever the config says now.
 func (m *Manager) Reconcile(ctx context.Context) error {
 	want, ready := m.Desired()
 	if !ready {
@@ -201,15 +219,18 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 			errs = append(errs, err)
 		case !podsource.IsMirror(cur):
 			m.log.Warn("an API pod that is not a mirror pod has the static pod's name; leaving it", "pod", key)
-		case cur.DeletionTimestamp != nil:
-			// going away; recreated once it is gone
 		case cur.Annotations[podsource.MirrorAnnotation] != hash:
-			m.log.Info("mirror pod outdated; replacing it", "pod", key, "hash", hash, "mirrorHash", cur.Annotations[podsource.MirrorAnnotation])
-			if err := m.delete(ctx, cur); err != nil {
-				errs = append(errs, err)
-				continue
+			if m.stillRunning(cur) {
+				continue // the old static pod is terminating: its mirror shows it until it has
 			}
-			errs = append(errs, m.create(ctx, sp))
+			m.log.Info("mirror pod outdated; replacing it", "pod", key, "hash", hash, "mirrorHash", cur.Annotations[podsource.MirrorAnnotation])
+			errs = append(errs, m.replace(ctx, cur, sp))
+		case cur.DeletionTimestamp != nil:
+			// Deleted gracefully by someone: nobody else finishes the
+			// deletion of a pod bound to a node, so the node deletes it
+			// now and puts a new one in its place, as the kubelet does.
+			m.log.Info("mirror pod being deleted; replacing it", "pod", key)
+			errs = append(errs, m.replace(ctx, cur, sp))
 		}
 	}
 	all, err := m.lister.List(labels.Everything())
@@ -217,15 +238,29 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 		return err
 	}
 	for _, p := range all {
-		if !podsource.IsMirror(p) || p.Spec.NodeName != m.node || p.DeletionTimestamp != nil {
+		if !podsource.IsMirror(p) || p.Spec.NodeName != m.node {
 			continue
 		}
-		if _, ok := want[p.Namespace+"/"+p.Name]; !ok {
-			m.log.Info("static pod gone; deleting its mirror pod", "pod", p.Namespace+"/"+p.Name)
-			errs = append(errs, m.delete(ctx, p))
+		if _, ok := want[p.Namespace+"/"+p.Name]; ok || m.stillRunning(p) {
+			continue
 		}
+		m.log.Info("static pod gone; deleting its mirror pod", "pod", p.Namespace+"/"+p.Name)
+		errs = append(errs, m.delete(ctx, p))
 	}
 	return errors.Join(errs...)
+}
+
+// stillRunning reports whether the static pod mirror stands for still runs.
+func (m *Manager) stillRunning(mirror *corev1.Pod) bool {
+	return m.running != nil && m.running(mirror.Namespace, mirror.Name, mirror.Annotations[podsource.MirrorAnnotation])
+}
+
+// replace deletes cur and creates sp's mirror pod in its place.
+func (m *Manager) replace(ctx context.Context, cur, sp *corev1.Pod) error {
+	if err := m.delete(ctx, cur); err != nil {
+		return err
+	}
+	return m.create(ctx, sp)
 }
 
 func (m *Manager) nodeUIDFor(ctx context.Context, refresh bool) (types.UID, error) {

@@ -54,11 +54,6 @@ func IsKubeletCondition(t corev1.PodConditionType) bool {
 // controllers alike (DisruptionTarget).
 func IsSharedCondition(t corev1.PodConditionType) bool { return t == corev1.DisruptionTarget }
 
-// IsTerminal reports whether phase is Succeeded or Failed.
-func IsTerminal(phase corev1.PodPhase) bool {
-	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
-}
-
 func condition(st *corev1.PodStatus, t corev1.PodConditionType) *corev1.PodCondition {
 	for i := range st.Conditions {
 		if st.Conditions[i].Type == t {
@@ -275,5 +270,5 @@ func CanBeDeleted(apiPod *corev1.Pod, reclaimed bool) bool {
 	if apiPod.DeletionTimestamp == nil || podsource.IsMirror(apiPod) {
 		return false
 	}
-	return IsTerminal(apiPod.Status.Phase) && reclaimed
+	return podutil.IsTerminal(apiPod.Status.Phase) && reclaimed
 }

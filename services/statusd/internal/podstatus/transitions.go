@@ -35,7 +35,7 @@ func Terminate(pod *corev1.Pod, cur *corev1.PodStatus) corev1.PodStatus {
 	for i := range startedPrefix(st.InitContainerStatuses) {
 		unknown(&st.InitContainerStatuses[i])
 	}
-	if !podsource.IsStatic(pod) && !IsTerminal(st.Phase) {
+	if !podsource.IsStatic(pod) && !podutil.IsTerminal(st.Phase) {
 		st.Phase = corev1.PodFailed
 	}
 	return st
@@ -95,7 +95,7 @@ func startedPrefix(list []corev1.ContainerStatus) []corev1.ContainerStatus {
 // pod is never reported Ready. Neither input is modified.
 func Merge(pod *corev1.Pod, api, ours corev1.PodStatus, couldHaveRunningContainers bool) corev1.PodStatus {
 	out := *ours.DeepCopy()
-	toTerminal := !IsTerminal(api.Phase) && IsTerminal(ours.Phase)
+	toTerminal := !podutil.IsTerminal(api.Phase) && podutil.IsTerminal(ours.Phase)
 	conds := foreignConditions(api.Conditions, len(ours.Conditions))
 	for _, c := range ours.Conditions {
 		switch {
@@ -126,7 +126,7 @@ func Merge(pod *corev1.Pod, api, ours corev1.PodStatus, couldHaveRunningContaine
 	if toTerminal && couldHaveRunningContainers {
 		out.Phase, out.Reason, out.Message = api.Phase, api.Reason, api.Message
 	}
-	if IsTerminal(out.Phase) {
+	if podutil.IsTerminal(out.Phase) {
 		reason := podutil.ReasonPodFailed
 		if out.Phase == corev1.PodSucceeded {
 			reason = podutil.ReasonPodCompleted

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,12 +15,20 @@ import (
 
 	"github.com/microlet/microlet/services/statusd/internal/cache"
 	"github.com/microlet/microlet/services/statusd/internal/podstatus"
+	"github.com/microlet/microlet/services/statusd/internal/syncer"
 )
 
 // api implements statusdv1.StatusServiceServer over the cache.
 type api struct {
 	statusdv1.UnimplementedStatusServiceServer
 	log *slog.Logger
+	// maxStatus is the largest encoded status SetPodStatus takes; 0 is
+	// DefaultMaxStatusBytes.
+	maxStatus int
+	// syncer is set in connected mode once the syncer is built; its
+	// verdict of which statuses the API server refused as too large turns
+	// the same status sent again into InvalidArgument.
+	syncer atomic.Pointer[syncer.Syncer]
 
 	gate  sync.RWMutex // calls hold it shared; close takes it exclusively
 	cache *cache.Cache // nil before open and after close
@@ -79,10 +88,29 @@ func (a *api) toStatus(method string, err error) error {
 	}
 }
 
+// DefaultMaxStatusBytes is the largest encoded pod status statusd takes by
+// default: etcd's default request limit (--max-request-bytes, 1.5 MiB),
+// above which the API server can never store the pod, whatever its spec.
+const DefaultMaxStatusBytes = 3 << 19
+
+func (a *api) statusLimit() int {
+	if a.maxStatus > 0 {
+		return a.maxStatus
+	}
+	return DefaultMaxStatusBytes
+}
+
 func (a *api) SetPodStatus(_ context.Context, req *statusdv1.SetPodStatusRequest) (*statusdv1.SetPodStatusResponse, error) {
 	pod, err := decodePod("pod", req.GetPod())
 	if err != nil {
 		return nil, err
+	}
+	// Refused before it is cached: a cached status the API server cannot
+	// store would be patched again on every reconcile, and the caller
+	// (podsyncd) holds a refused status back until it changes.
+	if n, limit := len(req.GetStatus()), a.statusLimit(); n > limit {
+		return nil, status.Errorf(codes.InvalidArgument, "status of pod %s/%s (uid %s) is %d bytes encoded, over statusd's limit of %d (max_status_bytes): the API server could not store it",
+			pod.Namespace, pod.Name, pod.UID, n, limit)
 	}
 	st := &corev1.PodStatus{}
 	if err := st.Unmarshal(req.GetStatus()); err != nil {
@@ -96,6 +124,13 @@ func (a *api) SetPodStatus(_ context.Context, req *statusdv1.SetPodStatusRequest
 	v, err := c.SetPodStatus(pod, st)
 	if err != nil {
 		return nil, a.toStatus("SetPodStatus", err)
+	}
+	// The same status again (no new version) after the API server refused
+	// it as too large: the caller learns that it can stop sending it. It
+	// stays cached and served here.
+	if x := a.syncer.Load(); x != nil && x.RefusedAsTooLarge(string(pod.UID), v) {
+		return nil, status.Errorf(codes.InvalidArgument, "status of pod %s/%s (uid %s, version %d, %d bytes encoded): the API server refused it as too large; it is not sent there again until it changes",
+			pod.Namespace, pod.Name, pod.UID, v, len(req.GetStatus()))
 	}
 	return &statusdv1.SetPodStatusResponse{Version: v}, nil
 }

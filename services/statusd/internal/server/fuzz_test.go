@@ -19,7 +19,12 @@ import (
 
 // fuzzMethods are statusd's unary RPCs the fuzz target calls, by the
 // target's method argument; fuzzCalls makes the calls in the same order.
-var fuzzMethods = []string{"SetPodStatus", "SetContainerReadiness", "SetContainerStartup", "TerminatePod", "ReportPodResourcesReclaimed", "GetPodStatus"}
+// New methods go at the end, so the committed seeds keep their method.
+var fuzzMethods = []string{"SetPodStatus", "SetContainerReadiness", "SetContainerStartup", "TerminatePod", "ReportPodResourcesReclaimed", "GetPodStatus",
+	"RemoveOrphanedStatuses", "ListPodStatuses", "WatchPodStatuses"}
+
+// watchMethod is WatchPodStatuses' index in fuzzMethods.
+const watchMethod = 8
 
 func fuzzCalls(c statusdv1.StatusServiceClient) []func(context.Context, []byte) error {
 	return []func(context.Context, []byte) error{
@@ -29,6 +34,9 @@ func fuzzCalls(c statusdv1.StatusServiceClient) []func(context.Context, []byte) 
 		servicetest.FuzzCall(c.TerminatePod),
 		servicetest.FuzzCall(c.ReportPodResourcesReclaimed),
 		servicetest.FuzzCall(c.GetPodStatus),
+		servicetest.FuzzCall(c.RemoveOrphanedStatuses),
+		servicetest.FuzzCall(c.ListPodStatuses),
+		servicetest.FuzzFirst(c.WatchPodStatuses),
 	}
 }
 
@@ -36,15 +44,24 @@ func fuzzCalls(c statusdv1.StatusServiceClient) []func(context.Context, []byte) 
 // server (grpcserver, its interceptors, a unix socket, a bbolt store). No
 // request may panic (recovery would answer Internal), hang past the
 // deadline, or get an answer other than success or a code naming the
-// caller's mistake or the state asked about.
+// caller's mistake or the state asked about. A watch's first message is
+// the snapshot's first entry, so the target keeps one pod's status (the
+// anchor) cached before it opens a watch: RemoveOrphanedStatuses may have
+// dropped everything.
 func FuzzStatusdAPI(f *testing.F) {
 	c, _ := statusdOverSocket(f)
 	calls := fuzzCalls(c)
+	anchor := fuzzAnchor(f)
 	// The seeds are testdata/fuzz/FuzzStatusdAPI (TestWriteFuzzSeeds).
 	f.Fuzz(func(t *testing.T, method uint8, data []byte) {
 		i := int(method) % len(calls)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		if i == watchMethod {
+			if _, err := c.SetPodStatus(ctx, anchor); err != nil && status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("anchor status: %v", err)
+			}
+		}
 		err := calls[i](ctx, data)
 		switch status.Code(err) {
 		case codes.OK, codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.AlreadyExists, codes.Aborted:
@@ -52,6 +69,20 @@ func FuzzStatusdAPI(f *testing.F) {
 			t.Fatalf("%s(%x): %v", fuzzMethods[i], data, err)
 		}
 	})
+}
+
+// fuzzAnchor is the status FuzzStatusdAPI keeps cached for its watches,
+// of a pod no seed names.
+func fuzzAnchor(tb testing.TB) *statusdv1.SetPodStatusRequest {
+	pb, err := (&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "anchor", Namespace: "default", UID: "anchor"}}).Marshal()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sb, err := (&corev1.PodStatus{Phase: corev1.PodPending}).Marshal()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &statusdv1.SetPodStatusRequest{Pod: pb, Status: sb}
 }
 
 type fuzzSeed struct {
@@ -79,6 +110,9 @@ func fuzzSeeds(tb testing.TB) []fuzzSeed {
 		&statusdv1.TerminatePodRequest{Pod: pb},
 		&statusdv1.ReportPodResourcesReclaimedRequest{PodUid: "u1"},
 		&statusdv1.GetPodStatusRequest{PodUid: "u1"},
+		&statusdv1.RemoveOrphanedStatusesRequest{KeepPodUids: []string{"u1"}},
+		&statusdv1.ListPodStatusesRequest{},
+		&statusdv1.WatchPodStatusesRequest{},
 	}
 	out := make([]fuzzSeed, 0, len(reqs))
 	for i, r := range reqs {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,38 @@ func TestLargePodStatusTaken(t *testing.T) {
 	got, err := c.GetPodStatus(ctx, &statusdv1.GetPodStatusRequest{PodUid: "u-big"})
 	if err != nil || got.GetEntry().GetVersion() != 1 {
 		t.Fatalf("GetPodStatus: %v %v", got.GetEntry().GetVersion(), err)
+	}
+}
+
+// A status over statusd's limit is refused with InvalidArgument naming the
+// pod, the size and the limit, and nothing is cached; one at the limit is
+// taken.
+func TestOversizeStatusRefused(t *testing.T) {
+	c, _ := statusdOverSocket(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sized := func(n int) []byte {
+		st := &corev1.PodStatus{Phase: corev1.PodRunning}
+		b, _ := st.Marshal()
+		st.Message = strings.Repeat("x", n-len(b))
+		b, _ = st.Marshal()
+		st.Message = st.Message[:len(st.Message)-(len(b)-n)] // less the message's tag and length
+		b, _ = st.Marshal()
+		if len(b) != n {
+			t.Fatalf("status of %d bytes, want %d", len(b), n)
+		}
+		return b
+	}
+	_, err := c.SetPodStatus(ctx, &statusdv1.SetPodStatusRequest{Pod: podBytes(t, "huge", 0), Status: sized(DefaultMaxStatusBytes + 1)})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "default/p-huge") ||
+		!strings.Contains(err.Error(), strconv.Itoa(DefaultMaxStatusBytes+1)+" bytes") || !strings.Contains(err.Error(), "max_status_bytes") {
+		t.Fatalf("a status one byte over the limit: %v, want InvalidArgument naming the pod, the size and max_status_bytes", err)
+	}
+	if _, err := c.GetPodStatus(ctx, &statusdv1.GetPodStatusRequest{PodUid: "u-huge"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("the refused status was cached: %v", err)
+	}
+	if _, err := c.SetPodStatus(ctx, &statusdv1.SetPodStatusRequest{Pod: podBytes(t, "huge", 0), Status: sized(DefaultMaxStatusBytes)}); err != nil {
+		t.Fatalf("a status at the limit: %v", err)
 	}
 }
 

@@ -185,9 +185,57 @@ func TestMirrorPodLifecycle(t *testing.T) {
 		return nil
 	})
 
-	// The manifest changed: new hash, mirror replaced.
+	// Deleted gracefully by someone: a pod bound to a node waits for the
+	// node to finish the deletion, so the node deletes it and puts a new
+	// one in its place.
+	second := mirrorPod(t, e, name)
+	graceful := int64(30)
+	if err := e.admin.CoreV1().Pods(e.ns).Delete(testCtx(t), name, metav1.DeleteOptions{GracePeriodSeconds: &graceful}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "gracefully deleted mirror pod replaced", func() error {
+		p, err := getPod(t, e.admin, e.ns, name)
+		if err != nil {
+			return err
+		}
+		if p.UID == second.UID || p.DeletionTimestamp != nil {
+			return errorf("still the old mirror pod (uid %s, deletion %v)", p.UID, p.DeletionTimestamp)
+		}
+		return nil
+	})
+	third := mirrorPod(t, e, name)
+
+	// The manifest changed while the old static pod still runs (its status
+	// is cached and not reclaimed): the mirror pod keeps showing the old
+	// pod, and the new pod's status does not go to it.
 	changed := e.staticPod("hash2", "busybox:2")
+	if _, err := r.cache.SetPodStatus(changed, runningStatus(7, true)); err != nil {
+		t.Fatal(err)
+	}
 	pc.push(podconfigv1.Operation_OPERATION_UPDATE, "file", changed)
+	reconcileWhenDesired(t, r, name, "hash2")
+	if p := mirrorPod(t, e, name); p.UID != third.UID || p.Annotations[podsource.MirrorAnnotation] != "hash1" {
+		t.Fatalf("mirror pod of the still running static pod replaced: uid %s (was %s), annotations %v", p.UID, third.UID, p.Annotations)
+	}
+	if _, err := r.cache.SetPodStatus(static, runningStatus(5, true)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the old pod's status on its mirror pod", func() error {
+		p, err := getPod(t, e.admin, e.ns, name)
+		if err != nil {
+			return err
+		}
+		if restarts(p) != 5 {
+			return errorf("restarts %d", restarts(p))
+		}
+		return nil
+	})
+
+	// The old pod finished: its mirror pod is replaced by the new pod's,
+	// which gets the new pod's status.
+	if err := r.cache.ReportReclaimed(string(static.UID)); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "mirror pod replaced", func() error {
 		p, err := getPod(t, e.admin, e.ns, name)
 		if err != nil {
@@ -196,15 +244,62 @@ func TestMirrorPodLifecycle(t *testing.T) {
 		if p.Annotations[podsource.MirrorAnnotation] != "hash2" || p.Spec.Containers[0].Image != "busybox:2" {
 			return errorf("mirror %v %s", p.Annotations, p.Spec.Containers[0].Image)
 		}
+		if restarts(p) != 7 {
+			return errorf("restarts %d, want the new pod's 7", restarts(p))
+		}
 		return nil
 	})
+	fourth := mirrorPod(t, e, name)
 
-	// The static pod leaves: mirror deleted.
+	// The static pod leaves but still runs (terminating): the mirror pod
+	// stays until the node reports it reclaimed, then goes.
 	pc.push(podconfigv1.Operation_OPERATION_REMOVE, "file", changed)
+	reconcileWhenDesired(t, r, name, "")
+	if p := mirrorPod(t, e, name); p.UID != fourth.UID {
+		t.Fatalf("mirror pod of the terminating static pod replaced: uid %s (was %s)", p.UID, fourth.UID)
+	}
+	if err := r.cache.ReportReclaimed(string(changed.UID)); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "mirror pod deleted", func() error {
 		if _, err := getPod(t, e.admin, e.ns, name); !isNotFound(err) {
 			return errorf("still there (err %v)", err)
 		}
 		return nil
 	})
+}
+
+// mirrorPod reads the mirror pod name, which must exist.
+func mirrorPod(t *testing.T, e *env, name string) *corev1.Pod {
+	t.Helper()
+	p, err := getPod(t, e.admin, e.ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// reconcileWhenDesired waits until the rig's mirror manager has taken in
+// podconfig's change (the static pod name with config hash, or no static
+// pod name when hash is empty), then makes one reconciliation pass.
+func reconcileWhenDesired(t *testing.T, r *rig, name, hash string) {
+	t.Helper()
+	eventually(t, "podconfig's change taken in", func() error {
+		want, _ := r.mirror.Desired()
+		for _, p := range want {
+			if p.Name == name {
+				if p.Annotations[podsource.HashAnnotation] == hash {
+					return nil
+				}
+				return errorf("static pod %s has hash %s", name, p.Annotations[podsource.HashAnnotation])
+			}
+		}
+		if hash == "" {
+			return nil
+		}
+		return errorf("no static pod %s", name)
+	})
+	if err := r.mirror.Reconcile(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -102,6 +102,7 @@ func (e *env) apiPod(t *testing.T, name string, policy corev1.RestartPolicy) *co
 type rig struct {
 	cache  *cache.Cache
 	syncer *syncer.Syncer
+	mirror *mirror.Manager // with a podconfig client only
 	store  *store.Store
 	dir    string
 	cancel context.CancelFunc
@@ -124,10 +125,14 @@ func (e *env) startRig(t *testing.T, pc podconfigv1.PodConfigServiceClient) *rig
 	}
 	r.store = st
 	var sy *syncer.Syncer
+	var m *mirror.Manager
 	var ready = make(chan struct{})
 	r.cache = cache.New(st, cache.WithOnChange(func(uid string) {
 		<-ready
 		sy.Enqueue(uid)
+		if m != nil {
+			m.Poke()
+		}
 	}))
 	factory := informers.NewSharedInformerFactoryWithOptions(e.nodeC, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", e.node).String()
@@ -136,13 +141,17 @@ func (e *env) startRig(t *testing.T, pc podconfigv1.PodConfigServiceClient) *rig
 	log := testLogger(t)
 	sy = syncer.New(e.nodeC, r.cache, inf, syncer.WithReconcilePeriod(2*time.Second), syncer.WithLogger(log))
 	r.syncer = sy
+	if pc != nil {
+		m = mirror.New(e.nodeC, pc, e.node, inf, mirror.WithLogger(log), mirror.WithResyncPeriod(2*time.Second),
+			mirror.WithRunning(r.cache.StaticPodRunning))
+	}
+	r.mirror = m
 	close(ready)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	factory.Start(ctx.Done())
 	r.wg.Go(func() { sy.Run(ctx) })
-	if pc != nil {
-		m := mirror.New(e.nodeC, pc, e.node, inf, mirror.WithLogger(log), mirror.WithResyncPeriod(2*time.Second))
+	if m != nil {
 		r.wg.Go(func() { m.Run(ctx) })
 	}
 	t.Cleanup(func() {

@@ -36,12 +36,16 @@ type Config struct {
 	SyncWorkers     int           `yaml:"sync_workers" flag:"sync-workers" usage:"pods synced to the API server in parallel"`
 	ReconcilePeriod time.Duration `yaml:"reconcile_period" flag:"reconcile-period" usage:"period of the full comparison with the API server"`
 	MirrorPods      bool          `yaml:"mirror_pods" flag:"mirror-pods" usage:"create mirror pods for static pods from podconfig (connected mode only)"`
+	MaxStatusBytes  int           `yaml:"max_status_bytes" flag:"max-status-bytes" usage:"largest pod status (protobuf-encoded bytes) SetPodStatus takes; larger ones are refused with InvalidArgument"`
 }
 
 // Server is the statusd service.
 type Server struct {
 	cfg Config
 	api *api
+	// mirror is set in connected mode with mirror pods on; a reclaimed
+	// static pod pokes it, so its mirror pod goes without waiting.
+	mirror atomic.Pointer[mirror.Manager]
 }
 
 // New returns the service with its defaults (the kubelet's 50/100 QPS).
@@ -53,6 +57,7 @@ func New() *Server {
 		SyncWorkers:     syncer.DefaultWorkers,
 		ReconcilePeriod: syncer.DefaultReconcilePeriod,
 		MirrorPods:      true,
+		MaxStatusBytes:  DefaultMaxStatusBytes,
 	}}
 }
 
@@ -75,10 +80,12 @@ func (s *Server) Register(env *service.Env) error {
 		return fmt.Errorf("sync_workers must be positive, got %d", c.SyncWorkers)
 	case c.ReconcilePeriod <= 0:
 		return fmt.Errorf("reconcile_period must be positive, got %s", c.ReconcilePeriod)
+	case c.MaxStatusBytes <= 0:
+		return fmt.Errorf("max_status_bytes must be positive, got %d", c.MaxStatusBytes)
 	case c.DataDir == "":
 		return errors.New("data_dir must be set: accepted statuses are stored there")
 	}
-	s.api = &api{log: env.Log}
+	s.api = &api{log: env.Log, maxStatus: c.MaxStatusBytes}
 	statusdv1.RegisterStatusServiceServer(env.Server.GRPC(), s.api)
 	return nil
 }
@@ -95,10 +102,12 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	if aside := st.MovedAside(); aside != "" {
 		env.Log.Warn("status store was unreadable: moved aside, starting empty (the node reports every pod's status again)", "db", DBPath(s.cfg.DataDir), "moved_to", aside)
 	}
-	var sy atomic.Pointer[syncer.Syncer]
 	c := cache.New(st, cache.WithOnChange(func(uid string) {
-		if x := sy.Load(); x != nil {
+		if x := s.api.syncer.Load(); x != nil {
 			x.Enqueue(uid)
+		}
+		if m := s.mirror.Load(); m != nil {
+			m.Poke()
 		}
 	}))
 	n, err := c.Load()
@@ -123,7 +132,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 		_ = st.Close()
 		return err
 	default:
-		s.runConnected(ctx, env, client, c, &sy, &wg)
+		s.runConnected(ctx, env, client, c, &wg)
 	}
 	env.Ready()
 	<-ctx.Done()
@@ -132,7 +141,7 @@ func (s *Server) Run(ctx context.Context, env *service.Env) error {
 	return st.Close()
 }
 
-func (s *Server) runConnected(ctx context.Context, env *service.Env, client kubernetes.Interface, c *cache.Cache, sy *atomic.Pointer[syncer.Syncer], wg *sync.WaitGroup) {
+func (s *Server) runConnected(ctx context.Context, env *service.Env, client kubernetes.Interface, c *cache.Cache, wg *sync.WaitGroup) {
 	node := s.cfg.NodeName
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
@@ -141,7 +150,7 @@ func (s *Server) runConnected(ctx context.Context, env *service.Env, client kube
 	x := syncer.New(client, c, podInformer,
 		syncer.WithWorkers(s.cfg.SyncWorkers), syncer.WithReconcilePeriod(s.cfg.ReconcilePeriod),
 		syncer.WithLogger(env.Log.With("part", "syncer")), syncer.WithRegisterer(env.Registry))
-	sy.Store(x)
+	s.api.syncer.Store(x)
 	var m *mirror.Manager
 	if s.cfg.MirrorPods {
 		cc, err := grpcclient.Dial(s.cfg.Endpoint(components.PodConfig))
@@ -149,7 +158,9 @@ func (s *Server) runConnected(ctx context.Context, env *service.Env, client kube
 			env.Log.Error("mirror pods disabled: podconfig endpoint", "err", err)
 		} else {
 			m = mirror.New(client, podconfigv1.NewPodConfigServiceClient(cc), node, podInformer,
-				mirror.WithLogger(env.Log.With("part", "mirror")), mirror.WithRegisterer(env.Registry), mirror.WithResyncPeriod(s.cfg.ReconcilePeriod))
+				mirror.WithLogger(env.Log.With("part", "mirror")), mirror.WithRegisterer(env.Registry), mirror.WithResyncPeriod(s.cfg.ReconcilePeriod),
+				mirror.WithRunning(c.StaticPodRunning))
+			s.mirror.Store(m)
 			wg.Go(func() {
 				<-ctx.Done()
 				_ = cc.Close()

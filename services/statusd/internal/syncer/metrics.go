@@ -17,6 +17,9 @@ type Metrics struct {
 	Errors *prometheus.CounterVec
 	// LiveGets counts GETs made on conflict or reconcile.
 	LiveGets prometheus.Counter
+	// TooLarge counts statuses the API server refused as too large; each
+	// is written once, and again only when it changes.
+	TooLarge prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them (reg may be nil).
@@ -31,9 +34,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Coalesced: prometheus.NewCounter(prometheus.CounterOpts{Name: "statusd_coalesced_changes_total", Help: "Status changes merged into a later change's single write."}),
 		Errors:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "statusd_api_errors_total", Help: "API errors by HTTP status code (0: no response)."}, []string{"code"}),
 		LiveGets:  prometheus.NewCounter(prometheus.CounterOpts{Name: "statusd_live_gets_total", Help: "Live GETs of pods, made on conflict or reconcile only."}),
+		TooLarge: prometheus.NewCounter(prometheus.CounterOpts{Name: "statusd_status_too_large_total",
+			Help: "Statuses the API server refused as too large; not written again until they change."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.SyncLatency, m.Writes, m.Skipped, m.Coalesced, m.Errors, m.LiveGets)
+		reg.MustRegister(m.SyncLatency, m.Writes, m.Skipped, m.Coalesced, m.Errors, m.LiveGets, m.TooLarge)
 	}
 	return m
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,7 @@ type Syncer struct {
 	force    map[string]bool        // reconcile: resend with a live GET
 	written  map[string]*corev1.Pod // our last write's answer, fresher than the informer
 	syncedTo map[string]types.UID   // the API object a pod's status was last synced to
+	tooLarge map[string]uint64      // the version of a pod's status the API server refused as too large
 }
 
 // Option configures a Syncer.
@@ -91,6 +93,7 @@ func New(client kubernetes.Interface, c *cache.Cache, informer toolscache.Shared
 		force:    map[string]bool{},
 		written:  map[string]*corev1.Pod{},
 		syncedTo: map[string]types.UID{},
+		tooLarge: map[string]uint64{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -197,6 +200,9 @@ func (s *Syncer) reconcile() {
 		if !ok {
 			continue
 		}
+		if s.refusedAsTooLarge(&e) {
+			continue
+		}
 		if e.SyncedVersion < e.Version {
 			s.queue.Add(uid)
 			continue
@@ -227,10 +233,24 @@ func (s *Syncer) target(e *cache.Entry) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	if podsource.IsStatic(e.Pod) && !podsource.IsMirror(pod) {
-		return nil, nil // a regular pod squats the name; no mirror to write to
+	if podsource.IsStatic(e.Pod) && !mirrors(pod, e.Pod) {
+		// A regular pod squats the name, or the mirror pod is another
+		// version's: while an old static pod terminates its mirror shows
+		// it, and the new pod's status waits for a mirror of its own.
+		return nil, nil
 	}
 	return pod, nil
+}
+
+// mirrors reports whether apiPod is the mirror pod of static: the mirror
+// annotation holds static's config hash (any mirror pod when static has
+// no hash).
+func mirrors(apiPod, static *corev1.Pod) bool {
+	if !podsource.IsMirror(apiPod) {
+		return false
+	}
+	hash := static.Annotations[podsource.HashAnnotation]
+	return hash == "" || apiPod.Annotations[podsource.MirrorAnnotation] == hash
 }
 
 func rv(p *corev1.Pod) uint64 {
@@ -278,7 +298,11 @@ func (s *Syncer) syncPod(ctx context.Context, uid string) error {
 		delete(s.written, uid)
 		delete(s.force, uid)
 		delete(s.syncedTo, uid)
+		delete(s.tooLarge, uid)
 		s.mu.Unlock()
+		return nil
+	}
+	if s.refusedAsTooLarge(&e) {
 		return nil
 	}
 	s.mu.Lock()
@@ -308,7 +332,7 @@ func (s *Syncer) syncPod(ctx context.Context, uid string) error {
 		if err != nil {
 			return err
 		}
-		if static && !podsource.IsMirror(live) {
+		if static && !mirrors(live, e.Pod) {
 			return nil
 		}
 		base = live
@@ -333,6 +357,10 @@ func (s *Syncer) syncPod(ctx context.Context, uid string) error {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
+			if tooLarge(err) {
+				s.holdTooLarge(&e, err)
+				return nil
+			}
 			if !(apierrors.IsConflict(err) || uidMismatch(err)) || attempt >= 2 {
 				return err
 			}
@@ -346,6 +374,9 @@ func (s *Syncer) syncPod(ctx context.Context, uid string) error {
 			if !static && string(live.UID) != uid {
 				s.log.Info("pod was recreated; dropping the old pod's status", "pod", e.Namespace+"/"+e.Name, "oldUID", uid, "uid", live.UID)
 				return s.cache.Remove(uid)
+			}
+			if static && !mirrors(live, e.Pod) {
+				return nil
 			}
 			base = live
 		}
@@ -390,6 +421,57 @@ func uidMismatch(err error) bool {
 	return false
 }
 
+// tooLarge reports the API server's refusal of a write as too large: its
+// request body limit (413), or etcd's request limit, which reaches the
+// client only as a 500 with etcd's (or its gRPC client's) words in it.
+func tooLarge(err error) bool {
+	if apierrors.IsRequestEntityTooLargeError(err) {
+		return true
+	}
+	if !apierrors.IsInternalError(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "request is too large") || strings.Contains(msg, "message larger than max")
+}
+
+// refusedAsTooLarge reports whether e's version is the one the API server
+// refused as too large: it is not written again until the status changes.
+func (s *Syncer) refusedAsTooLarge(e *cache.Entry) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.tooLarge[e.UID]
+	if ok && v != e.Version {
+		delete(s.tooLarge, e.UID)
+		return false
+	}
+	return ok
+}
+
+// RefusedAsTooLarge reports whether version of the pod's status is the one
+// the API server refused as too large.
+func (s *Syncer) RefusedAsTooLarge(uid string, version uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.tooLarge[uid]
+	return ok && v == version
+}
+
+// holdTooLarge records that the API server refused e's version as too
+// large, says so once and counts it.
+func (s *Syncer) holdTooLarge(e *cache.Entry, err error) {
+	s.mu.Lock()
+	s.tooLarge[e.UID] = e.Version
+	s.mu.Unlock()
+	s.metrics.TooLarge.Inc()
+	size := -1
+	if b, merr := e.Status.Marshal(); merr == nil {
+		size = len(b)
+	}
+	s.log.Warn("API server refused the pod's status as too large; it is not sent again until it changes",
+		"pod", e.Namespace+"/"+e.Name, "uid", e.UID, "version", e.Version, "statusBytes", size, "err", err)
+}
+
 // patch writes e's status over base; it returns the API's answer, or nil when
 // nothing needed writing.
 func (s *Syncer) patch(ctx context.Context, e *cache.Entry, base *corev1.Pod) (*corev1.Pod, error) {
@@ -423,7 +505,11 @@ func (s *Syncer) done(e *cache.Entry) {
 		s.metrics.Coalesced.Add(float64(carried - 1))
 	}
 	if !e.Changed.IsZero() {
-		s.metrics.SyncLatency.Observe(s.clock.Since(e.Changed).Seconds())
+		// Changed may come from the store, written by an earlier run: a
+		// wall-clock reading that a clock stepped back since reads in the
+		// future. A latency below zero would pull the histogram's sum down;
+		// it counts as zero.
+		s.metrics.SyncLatency.Observe(max(s.clock.Since(e.Changed), 0).Seconds())
 	}
 }
 

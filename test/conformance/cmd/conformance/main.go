@@ -280,6 +280,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			Args: map[string][]string{components.RuntimeShim: shimArgs}}
 		if suite.Node != nil {
 			opts.StaticPods, opts.ClusterDomain, opts.CgroupRoot, opts.Port = true, e2eNodeClusterDomain, "/", conformance.KubeletPort
+			opts.ReadOnlyPort = conformance.KubeletReadOnlyPort
+			// ContainerLogPath reads pods' logs in the kubelet's directories.
+			opts.KubeletLogDirs = true
 			// The device plugin specs serve their plugins in the kubelet's
 			// directory, hard-coded.
 			opts.Args[components.PodSyncd] = []string{"--device-plugins-dir=" + pluginapi.DevicePluginPath}
