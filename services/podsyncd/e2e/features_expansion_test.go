@@ -149,14 +149,21 @@ func TestPodEnvFromAndSubPathExpr(t *testing.T) {
 // waitEvent waits for an event on a pod with the reason and message.
 func (s *stack) waitEvent(t *testing.T, ns, pod, reason, message string) {
 	t.Helper()
-	s.Eventually("event "+reason+" "+message, time.Minute, func() (bool, string) {
+	s.waitEventWhere(t, ns, pod, reason, message, func(m string) bool { return m == message })
+}
+
+// waitEventWhere waits, up to two minutes, for an event on a pod with the
+// reason and a message match accepts; what names the message in a failure.
+func (s *stack) waitEventWhere(t *testing.T, ns, pod, reason, what string, match func(message string) bool) {
+	t.Helper()
+	s.Eventually("event "+reason+" "+what, 2*time.Minute, func() (bool, string) {
 		list, err := s.admin.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
 		if err != nil {
 			return false, err.Error()
 		}
 		var seen []string
 		for _, e := range list.Items {
-			if e.Reason == reason && e.Message == message {
+			if e.Reason == reason && match(e.Message) {
 				return true, ""
 			}
 			seen = append(seen, e.Reason+": "+e.Message)

@@ -281,18 +281,5 @@ else cat /sys/fs/cgroup/cpu/cpu.shares /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/
 // and a message starting with prefix.
 func (s *stack) waitEventReason(t *testing.T, pod, reason, prefix string) {
 	t.Helper()
-	s.Eventually("event "+reason, time.Minute, func() (bool, string) {
-		list, err := s.admin.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
-		if err != nil {
-			return false, err.Error()
-		}
-		var seen []string
-		for _, e := range list.Items {
-			if e.Reason == reason && strings.HasPrefix(e.Message, prefix) {
-				return true, ""
-			}
-			seen = append(seen, e.Reason+": "+e.Message)
-		}
-		return false, strings.Join(seen, "; ")
-	})
+	s.waitEventWhere(t, "default", pod, reason, "starting "+prefix, func(m string) bool { return strings.HasPrefix(m, prefix) })
 }

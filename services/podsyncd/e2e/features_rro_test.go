@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func TestRecursiveReadOnlyMounts(t *testing.T) {
 	}
 	t.Logf("runtime makes recursive read-only mounts: %v", *supported)
 
-	t.Run("the Node lists the runtime's handler and its features", func(t *testing.T) {
+	t.Run("the Node lists the runtime's default handler and its features", func(t *testing.T) {
 		s.t = t
 		s.Eventually("Node status.runtimeHandlers", 2*time.Minute, func() (bool, string) {
 			n, err := s.admin.CoreV1().Nodes().Get(context.Background(), s.node, metav1.GetOptions{})
@@ -55,8 +56,9 @@ func TestRecursiveReadOnlyMounts(t *testing.T) {
 				return false, err.Error()
 			}
 			hs := n.Status.RuntimeHandlers
-			if len(hs) != 1 || hs[0].Name != "" || hs[0].Features == nil || hs[0].Features.RecursiveReadOnlyMounts == nil ||
-				*hs[0].Features.RecursiveReadOnlyMounts != *supported || hs[0].Features.UserNamespaces == nil || *hs[0].Features.UserNamespaces {
+			i := slices.IndexFunc(hs, func(h corev1.NodeRuntimeHandler) bool { return h.Name == "" })
+			if i < 0 || hs[i].Features == nil || hs[i].Features.RecursiveReadOnlyMounts == nil ||
+				*hs[i].Features.RecursiveReadOnlyMounts != *supported || hs[i].Features.UserNamespaces == nil || *hs[i].Features.UserNamespaces {
 				return false, fmt.Sprintf("runtimeHandlers = %s", describeHandlers(hs))
 			}
 			return true, ""

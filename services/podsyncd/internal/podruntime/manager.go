@@ -106,9 +106,13 @@ type Options struct {
 	// Startup is told of image pulls and init container runs, which the
 	// pod start SLI leaves out; nil tracks nothing.
 	Startup *kubeletmetrics.StartupTracker
-	// RecursiveReadOnly says whether the runtime handler a pod runs on
+	// RecursiveReadOnly says whether a runtime handler ("" the default)
 	// makes recursive read-only mounts (runtimehandlers); nil: none does.
-	RecursiveReadOnly func(*corev1.Pod) bool
+	RecursiveReadOnly func(handler string) bool
+	// RuntimeHandler resolves a pod's runtimeClassName to the runtime
+	// handler its sandbox runs with (runtimeclass); an error leaves the
+	// sandbox uncreated. nil runs every pod with the default handler.
+	RuntimeHandler func(*corev1.Pod) (string, error)
 }
 
 // Reason is a container's waiting reason remembered between syncs.

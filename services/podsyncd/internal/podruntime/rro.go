@@ -36,7 +36,21 @@ func ResolveRecursiveReadOnly(vm *corev1.VolumeMount, supported bool) (bool, err
 }
 
 // SupportsRecursiveReadOnlyMounts says whether the runtime handler of pod
-// makes recursive read-only mounts (Options.RecursiveReadOnly).
+// makes recursive read-only mounts (Options.RecursiveReadOnly). A pod whose
+// RuntimeClass cannot be resolved counts as without, as in the kubelet.
 func (m *Manager) SupportsRecursiveReadOnlyMounts(pod *corev1.Pod) bool {
-	return m.opts.RecursiveReadOnly != nil && m.opts.RecursiveReadOnly(pod)
+	if m.opts.RecursiveReadOnly == nil {
+		return false
+	}
+	handler, err := m.runtimeHandler(pod)
+	return err == nil && m.opts.RecursiveReadOnly(handler)
+}
+
+// runtimeHandler is the CRI runtime handler pod's sandbox runs with
+// (Options.RuntimeHandler); "" is the runtime's default.
+func (m *Manager) runtimeHandler(pod *corev1.Pod) (string, error) {
+	if m.opts.RuntimeHandler == nil {
+		return "", nil
+	}
+	return m.opts.RuntimeHandler(pod)
 }

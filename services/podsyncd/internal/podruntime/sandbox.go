@@ -95,13 +95,17 @@ func (m *Manager) createSandbox(ctx context.Context, pod *corev1.Pod, attempt ui
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
-		return "", fmt.Errorf("create pod log dir: %w", err)
-	}
-	id, err := m.rt.RunPodSandbox(ctx, cfg, "")
+	handler, err := m.runtimeHandler(pod)
 	if err != nil {
 		return "", err
 	}
-	m.log.Info("created sandbox", "pod", podRef(pod), "id", id, "attempt", attempt)
+	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+		return "", fmt.Errorf("create pod log dir: %w", err)
+	}
+	id, err := m.rt.RunPodSandbox(ctx, cfg, handler)
+	if err != nil {
+		return "", err
+	}
+	m.log.Info("created sandbox", "pod", podRef(pod), "id", id, "attempt", attempt, "runtimeHandler", handler)
 	return id, nil
 }

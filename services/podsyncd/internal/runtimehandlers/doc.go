@@ -9,5 +9,5 @@
 //	h := runtimehandlers.New(rt, log)
 //	_ = h.Refresh(ctx)          // once the runtime answers
 //	go h.Run(ctx, runtimehandlers.DefaultPeriod)
-//	h.SupportsRecursiveReadOnlyMounts(pod)
+//	h.SupportsRecursiveReadOnlyMounts(handler) // "" is the default handler
 package runtimehandlers

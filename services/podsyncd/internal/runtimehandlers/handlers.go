@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -90,18 +89,19 @@ func (h *Handlers) Run(ctx context.Context, period time.Duration) {
 	}
 }
 
-// defaultHandler is the handler podsyncd runs every pod on:
-// runtimeClassName is not implemented, so pods get the runtime's default.
+// defaultHandler is the handler of pods without a runtimeClassName: the
+// runtime's default.
 const defaultHandler = ""
 
-// SupportsRecursiveReadOnlyMounts says whether the handler pod runs on
-// (the default handler) makes recursive read-only mounts. A runtime that
-// lists no handlers (older than the feature), or not that one, makes none.
-func (h *Handlers) SupportsRecursiveReadOnlyMounts(_ *corev1.Pod) bool {
+// SupportsRecursiveReadOnlyMounts says whether handler (a pod's, resolved
+// from its RuntimeClass; "" is the default) makes recursive read-only
+// mounts. A runtime that lists no handlers (older than the feature), or not
+// that one, makes none.
+func (h *Handlers) SupportsRecursiveReadOnlyMounts(handler string) bool {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, hd := range h.handlers {
-		if hd.GetName() == defaultHandler {
+		if hd.GetName() == handler {
 			return hd.GetFeatures().GetRecursiveReadOnlyMounts()
 		}
 	}

@@ -56,7 +56,7 @@ func TestRecursiveReadOnlySupport(t *testing.T) {
 		if err := h.Refresh(ctx); (err != nil) != s.wantErr {
 			t.Errorf("%s: Refresh = %v, want error %v", s.name, err, s.wantErr)
 		}
-		if got := h.SupportsRecursiveReadOnlyMounts(nil); got != s.want {
+		if got := h.SupportsRecursiveReadOnlyMounts(""); got != s.want {
 			t.Errorf("%s: SupportsRecursiveReadOnlyMounts = %v, want %v", s.name, got, s.want)
 		}
 	}

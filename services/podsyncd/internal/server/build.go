@@ -40,6 +40,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/pullmanager"
 	"github.com/microlet/microlet/services/podsyncd/internal/pullsecrets"
 	"github.com/microlet/microlet/services/podsyncd/internal/resources"
+	"github.com/microlet/microlet/services/podsyncd/internal/runtimeclass"
 	"github.com/microlet/microlet/services/podsyncd/internal/runtimehandlers"
 	"github.com/microlet/microlet/services/podsyncd/internal/securitycontext"
 	"github.com/microlet/microlet/services/podsyncd/internal/syncloop"
@@ -133,6 +134,8 @@ type parts struct {
 	rotator   *containerlogs.Rotator
 	imageGC   *imagegc.GC
 	handlers  *runtimehandlers.Handlers
+	// classes resolves RuntimeClasses; nil standalone (default handler).
+	classes *runtimeclass.Classes
 	// services feeds pods' service env vars; nil standalone.
 	services *envvars.InformerServices
 	// closers release what build opened, in reverse order.
@@ -171,6 +174,7 @@ func (s *Server) build(ctx context.Context, env *service.Env, cri *criclient.Ser
 		objects = envvars.ClientSource{Client: client}
 		tokens = volumes.ClientTokens{Client: client}
 		p.services = envvars.NewInformerServices(client)
+		p.classes = runtimeclass.New(client)
 		freshNode = func(ctx context.Context) (*corev1.Node, error) {
 			return client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
 		}
@@ -245,6 +249,7 @@ func (s *Server) build(ctx context.Context, env *service.Env, cri *criclient.Ser
 		Startup:        startup,
 
 		RecursiveReadOnly: p.handlers.SupportsRecursiveReadOnlyMounts,
+		RuntimeHandler:    p.classes.Handler,
 	})
 	gc := containergc.New(rt, st.gc, containergc.Options{PodLogsDir: c.PodLogsDir, SymlinkDir: c.Logs.SymlinkDir, Log: env.Log})
 	p.rotator = containerlogs.NewRotator(rt, st.logs, env.Log, nil)
@@ -297,6 +302,7 @@ func (p *parts) run(ctx context.Context) {
 	if p.services != nil {
 		p.services.Start(ctx)
 	}
+	p.classes.Start(ctx)
 	go p.handlers.Run(ctx, runtimehandlers.DefaultPeriod)
 	go p.rotator.Run(ctx, p.logInterval)
 	go p.imageGC.Run(ctx, p.imageGCPeriod)

@@ -205,6 +205,8 @@ func (b *Backend) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	}
 	hc := &container.HostConfig{
 		LogConfig: b.containerLogConfig(),
+		// The pod's containers run with its sandbox's runtime (handlers.go).
+		Runtime: sb.RuntimeHandler,
 	}
 	ns := c.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	hc.NetworkMode = container.NetworkMode("container:" + sb.ID)

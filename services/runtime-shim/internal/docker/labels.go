@@ -32,6 +32,10 @@ const (
 	// → image and sub path, JSON) so its status reports them as the
 	// runtime was asked: the kubelet's image GC keeps those images.
 	LabelImageMounts = "io.microlet.image-mounts"
+	// LabelRuntimeHandler is a sandbox's CRI runtime handler, on its pause
+	// container when not the default (handlers.go), so a list reports it
+	// without reading checkpoints.
+	LabelRuntimeHandler = "io.microlet.runtime-handler"
 
 	typeSandbox   = "sandbox"
 	typeContainer = "container"

@@ -30,11 +30,13 @@ const (
 )
 
 // daemonFeatures is what the Docker daemon offers beyond API 1.41, read
-// once it answers: the API version the client negotiated with it and the
-// daemon's kernel.
+// once it answers: the API version the client negotiated with it, the
+// daemon's kernel and its OCI runtimes (handlers.go).
 type daemonFeatures struct {
 	apiVersion string
 	kernel     string
+	// runtimes are the names of the daemon's OCI runtimes, sorted.
+	runtimes []string
 }
 
 // bindOptions says whether the negotiated API knows the read-only
@@ -81,22 +83,9 @@ func (b *Backend) features(ctx context.Context) (*daemonFeatures, error) {
 	if err != nil {
 		return nil, toStatus(err, "docker info")
 	}
-	f := &daemonFeatures{apiVersion: b.cli.ClientVersion(), kernel: info.Info.KernelVersion}
+	f := &daemonFeatures{apiVersion: b.cli.ClientVersion(), kernel: info.Info.KernelVersion, runtimes: runtimeNames(info.Info.Runtimes)}
 	b.feat.Store(f)
 	return f, nil
-}
-
-// runtimeHandlers is the Status answer's handler list: the default handler
-// (the only one this shim runs pods with) and its features. Docker's user
-// namespaces are daemon-wide, not per pod, so that feature is false.
-func (b *Backend) runtimeHandlers(ctx context.Context) []*runtimeapi.RuntimeHandler {
-	f, err := b.features(ctx)
-	if err != nil {
-		return nil
-	}
-	return []*runtimeapi.RuntimeHandler{{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{
-		RecursiveReadOnlyMounts: f.recursiveReadOnly(),
-	}}}
 }
 
 // validateRRO checks what a recursive read-only mount needs whatever the

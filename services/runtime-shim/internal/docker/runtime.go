@@ -30,8 +30,9 @@ func (b *Backend) Version(ctx context.Context, _ *runtimeapi.VersionRequest) (*r
 // Status reports RuntimeReady when Docker answers. NetworkReady is the
 // runtime's readiness on Docker's bridge; with a network plugin it also
 // needs the plugin ready (reason NetworkPluginNotReady, with the plugin's
-// word on what is missing, otherwise). A ready runtime lists its one
-// handler, the default, with the features the daemon offers (rro.go).
+// word on what is missing, otherwise). A ready runtime lists its handlers,
+// the default and the daemon's runtimes, with the features the daemon
+// offers (handlers.go).
 func (b *Backend) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
 	ready, reason, msg := true, "", ""
 	if err := b.Ping(ctx); err != nil {

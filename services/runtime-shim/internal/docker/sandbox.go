@@ -91,6 +91,9 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if err := validateSandboxConfig(c); err != nil {
 		return nil, err
 	}
+	if err := b.checkRuntimeHandler(ctx, req.GetRuntimeHandler()); err != nil {
+		return nil, err
+	}
 	if err := b.ensurePauseImage(ctx); err != nil {
 		return nil, toStatus(err, "pause image")
 	}
@@ -153,6 +156,9 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		LabelAnnotations: encodeMap(c.Annotations),
 		labelCreated:     strconv.FormatInt(created, 10),
 	}
+	if h := req.GetRuntimeHandler(); h != "" {
+		labels[LabelRuntimeHandler] = h
+	}
 	ns := c.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	hostNet := ns.GetNetwork() == runtimeapi.NamespaceMode_NODE
 	// With a network plugin a pod-network sandbox gets Docker's network
@@ -174,6 +180,7 @@ func (b *Backend) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		PortBindings: network.PortMap{},
 		OomScoreAdj:  oomScoreAdj(-998),
 		LogConfig:    container.LogConfig{Type: "none"},
+		Runtime:      req.GetRuntimeHandler(),
 	}
 	if hostNet {
 		hc.NetworkMode = "host"
@@ -318,7 +325,7 @@ func (b *Backend) sandboxFromInspect(ct container.InspectResponse) *sandboxInfo 
 		ID: ct.ID, Name: l[LabelName], Namespace: l[LabelNamespace], UID: l[LabelUID],
 		Attempt: parseAttempt(l[LabelAttempt]), Labels: decodeMap(l[LabelCRILabels]),
 		Annotations: decodeMap(l[LabelAnnotations]), InDocker: true,
-		ResolvConfPath: ct.ResolvConfPath,
+		ResolvConfPath: ct.ResolvConfPath, RuntimeHandler: l[LabelRuntimeHandler],
 	}
 	s.CreatedAt, _ = strconv.ParseInt(l[labelCreated], 10, 64)
 	if ct.State != nil {
@@ -496,6 +503,7 @@ func (b *Backend) listSandboxes(ctx context.Context, f *runtimeapi.PodSandboxFil
 			Metadata: &runtimeapi.PodSandboxMetadata{Name: l[LabelName], Namespace: l[LabelNamespace], Uid: l[LabelUID], Attempt: parseAttempt(l[LabelAttempt])},
 			State:    runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
 			Labels:   decodeMap(l[LabelCRILabels]), Annotations: decodeMap(l[LabelAnnotations]),
+			RuntimeHandler: l[LabelRuntimeHandler],
 		}
 		p.CreatedAt, _ = strconv.ParseInt(l[labelCreated], 10, 64)
 		if c.State == container.StateRunning {

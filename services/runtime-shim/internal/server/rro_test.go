@@ -14,7 +14,7 @@ import (
 
 // TestRecursiveReadOnly checks what the shim says and does about recursive
 // read-only mounts on this host's Docker: Status lists the default handler
-// with the feature as the daemon offers it; where it is not offered a
+// first with the feature as the daemon offers it; where it is not offered a
 // recursive read-only mount is refused with InvalidArgument naming the
 // mount, and a plain read-only mount stays read-only at its top only (a
 // mount below it remains writable), as the CRI defines it.
@@ -22,11 +22,13 @@ func TestRecursiveReadOnly(t *testing.T) {
 	ctx, sh, image := busyboxShim(t, 5*time.Minute)
 	rt := sh.Runtime
 	st := get(rt.Status(ctx, &runtimeapi.StatusRequest{})).must(t)
-	if len(st.RuntimeHandlers) != 1 || st.RuntimeHandlers[0].Name != "" || st.RuntimeHandlers[0].Features == nil {
-		t.Fatalf("runtime handlers = %v, want the default handler with its features", st.RuntimeHandlers)
+	if len(st.RuntimeHandlers) == 0 || st.RuntimeHandlers[0].Name != "" || st.RuntimeHandlers[0].Features == nil {
+		t.Fatalf("runtime handlers = %v, want the default handler first, with its features", st.RuntimeHandlers)
 	}
-	if st.RuntimeHandlers[0].Features.UserNamespaces {
-		t.Error("user namespaces advertised; Docker has none per pod")
+	for _, h := range st.RuntimeHandlers {
+		if h.GetFeatures().GetUserNamespaces() {
+			t.Errorf("user namespaces advertised for handler %q; Docker has none per pod", h.Name)
+		}
 	}
 	rro := st.RuntimeHandlers[0].Features.RecursiveReadOnlyMounts
 	t.Logf("recursive read-only mounts supported: %v", rro)
