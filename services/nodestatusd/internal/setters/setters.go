@@ -104,6 +104,7 @@ func Defaults(in *Inputs) []Setter {
 		NodeInfo(in),
 		DaemonEndpoints(in),
 		Images(in),
+		RuntimeFeatures(in),
 		RuntimeHandlers(in),
 		PressureConditions(in),
 		in.Extra.Setter(in.Now),
@@ -378,6 +379,25 @@ func (m *MachineCache) put(fsCapacity uint64, capacity, allocatable corev1.Resou
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.fsCapacity, m.capacity, m.allocatable = fsCapacity, capacity, allocatable
+}
+
+// RuntimeFeatures sets status.features from a ready runtime's features
+// (supplementalGroupsPolicy: whether it can keep SupplementalGroupsPolicy
+// Strict), as the kubelet's NodeFeatures setter does with the gate GA.
+// While the runtime is down or not ready, or reports no features, the
+// field stays as it was.
+func RuntimeFeatures(in *Inputs) Setter {
+	return func(ctx context.Context, node *corev1.Node) error {
+		if in.Runtime == nil {
+			return nil
+		}
+		st := in.Runtime(ctx)
+		if st.Err != nil || st.RuntimeReady != nil || st.Features == nil {
+			return nil
+		}
+		node.Status.Features = st.Features.DeepCopy()
+		return nil
+	}
 }
 
 // RuntimeHandlers sets status.runtimeHandlers: the CRI runtime's handlers

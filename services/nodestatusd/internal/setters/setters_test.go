@@ -314,6 +314,36 @@ func TestReadyErrors(t *testing.T) {
 	}
 }
 
+// TestRuntimeFeatures: the Node has a ready runtime's features; while the
+// runtime is down or not ready, or reports none, they stay as they were.
+func TestRuntimeFeatures(t *testing.T) {
+	no := false
+	rt := &sources.RuntimeState{RuntimeName: "fake", RuntimeVersion: "1"}
+	in, _ := inputs(t, rt)
+	node := &corev1.Node{}
+	run(t, in, node)
+	if node.Status.Features != nil {
+		t.Fatalf("features = %+v from a runtime reporting none", node.Status.Features)
+	}
+	want := &corev1.NodeFeatures{SupplementalGroupsPolicy: &no}
+	rt.Features = want
+	run(t, in, node)
+	if !reflect.DeepEqual(node.Status.Features, want) {
+		t.Fatalf("features = %+v, want %+v", node.Status.Features, want)
+	}
+	for name, st := range map[string]sources.RuntimeState{
+		"down":        {Err: errors.New("container runtime is down")},
+		"not ready":   {RuntimeName: "fake", RuntimeReady: errors.New("container runtime not ready")},
+		"no features": {RuntimeName: "fake"},
+	} {
+		*rt = st
+		run(t, in, node)
+		if !reflect.DeepEqual(node.Status.Features, want) {
+			t.Errorf("runtime %s: features = %+v, want the last ones kept", name, node.Status.Features)
+		}
+	}
+}
+
 // TestRuntimeHandlers: the Node lists a ready runtime's handlers; while the
 // runtime is down or not ready the last list stays.
 func TestRuntimeHandlers(t *testing.T) {

@@ -32,6 +32,9 @@ type RuntimeState struct {
 	// name, from a ready runtime's Status (the kubelet keeps them only
 	// then); nil otherwise.
 	Handlers []corev1.NodeRuntimeHandler
+	// Features are the runtime's features (SupplementalGroupsPolicy) from
+	// a ready runtime's Status; nil when it reports none or is not ready.
+	Features *corev1.NodeFeatures
 	// Images come from ListImages, largest first.
 	Images []corev1.ContainerImage
 	// ImagesErr is set when ListImages failed; images are then left alone.
@@ -185,6 +188,10 @@ func (r *Runtime) read(ctx context.Context) RuntimeState {
 	st.NetworkReady = conditionErr(status.GetStatus(), runtimeapi.NetworkReady, "container runtime network not ready")
 	if st.RuntimeReady == nil {
 		st.Handlers = RuntimeHandlers(status.GetRuntimeHandlers())
+		if f := status.GetFeatures(); f != nil {
+			sgp := f.GetSupplementalGroupsPolicy()
+			st.Features = &corev1.NodeFeatures{SupplementalGroupsPolicy: &sgp}
+		}
 	}
 	imgs, err := img.ListImages(ctx, nil)
 	if err != nil {

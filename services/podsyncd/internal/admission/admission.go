@@ -32,13 +32,18 @@ const (
 	// ReasonNodeAffinity refuses a pod whose required node affinity or
 	// node selector the node's labels do not match.
 	ReasonNodeAffinity = "NodeAffinity"
+	// ReasonSupplementalGroupsPolicyNotSupported refuses a pod asking for
+	// SupplementalGroupsPolicy Strict on a node whose runtime cannot keep
+	// it (status.features.supplementalGroupsPolicy not true).
+	ReasonSupplementalGroupsPolicyNotSupported = "SupplementalGroupsPolicyNotSupported"
 )
 
 // Admit checks pod against node with the already admitted, still running
 // pods, in the order of the kubelet's predicate handler: the pod's OS
-// label and field, then the general predicates (resources, node affinity,
-// node name, host ports), then NoExecute taints; the first failure is
-// the answer.
+// label and field, its SupplementalGroupsPolicy against the node's
+// features, then the general predicates (resources, node affinity, node
+// name, host ports), then NoExecute taints; the first failure is the
+// answer.
 func Admit(pod *corev1.Pod, node *corev1.Node, running []*corev1.Pod) Result {
 	if node == nil {
 		return Result{Admit: true}
@@ -48,6 +53,10 @@ func Admit(pod *corev1.Pod, node *corev1.Node, running []*corev1.Pod) Result {
 	}
 	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != runtime.GOOS {
 		return Result{Reason: ReasonOSNotSupported, Message: "Failed to admit pod as the OS field doesn't match node OS"}
+	}
+	if strictGroupsUnsupported(pod, node) {
+		return Result{Reason: ReasonSupplementalGroupsPolicyNotSupported,
+			Message: fmt.Sprintf("SupplementalGroupsPolicy=%s is not supported in this node", corev1.SupplementalGroupsPolicyStrict)}
 	}
 	if r, bad := resourcesFit(pod, node, running); bad {
 		return r
@@ -70,6 +79,17 @@ func Admit(pod *corev1.Pod, node *corev1.Node, running []*corev1.Pod) Result {
 		}
 	}
 	return Result{Admit: true}
+}
+
+// strictGroupsUnsupported says whether pod asks for SupplementalGroupsPolicy
+// Strict while the node does not declare support for it (the feature is GA,
+// so the kubelet's check always applies).
+func strictGroupsUnsupported(pod *corev1.Pod, node *corev1.Node) bool {
+	sc := pod.Spec.SecurityContext
+	if sc == nil || sc.SupplementalGroupsPolicy == nil || *sc.SupplementalGroupsPolicy != corev1.SupplementalGroupsPolicyStrict {
+		return false
+	}
+	return node.Status.Features == nil || node.Status.Features.SupplementalGroupsPolicy == nil || !*node.Status.Features.SupplementalGroupsPolicy
 }
 
 // osLabelMismatch says whether the pod's kubernetes.io/os label (its

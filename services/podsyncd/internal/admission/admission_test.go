@@ -54,12 +54,23 @@ func request(name, q string) func(*corev1.Pod) {
 	}
 }
 
+func groupsPolicy(p corev1.SupplementalGroupsPolicy) func(*corev1.Pod) {
+	return func(pod *corev1.Pod) {
+		pod.Spec.SecurityContext = &corev1.PodSecurityContext{SupplementalGroupsPolicy: &p}
+	}
+}
+
+func groupsFeature(supported bool) func(*corev1.Node) {
+	return func(n *corev1.Node) { n.Status.Features = &corev1.NodeFeatures{SupplementalGroupsPolicy: &supported} }
+}
+
 func TestAdmit(t *testing.T) {
 	apiPod := func(p *corev1.Pod) { p.Annotations[podsource.SourceAnnotation] = podsource.APISource }
 	tests := []struct {
 		name       string
 		pod        *corev1.Pod
 		running    []*corev1.Pod
+		nodeMod    func(*corev1.Node)
 		wantReason string
 		wantMsg    string
 	}{
@@ -91,10 +102,21 @@ func TestAdmit(t *testing.T) {
 		{name: "os field of another OS", pod: pod("a", "", func(p *corev1.Pod) { p.Spec.OS = &corev1.PodOS{Name: corev1.Windows} }),
 			wantReason: "PodOSNotSupported", wantMsg: "Failed to admit pod as the OS field doesn't match node OS"},
 		{name: "os field linux", pod: pod("a", "", func(p *corev1.Pod) { p.Spec.OS = &corev1.PodOS{Name: corev1.Linux} })},
+		{name: "strict groups on a node without the feature", pod: pod("a", "", groupsPolicy(corev1.SupplementalGroupsPolicyStrict)),
+			wantReason: "SupplementalGroupsPolicyNotSupported", wantMsg: "SupplementalGroupsPolicy=Strict is not supported in this node"},
+		{name: "strict groups on a node saying false", pod: pod("a", "", groupsPolicy(corev1.SupplementalGroupsPolicyStrict)),
+			nodeMod: groupsFeature(false), wantReason: "SupplementalGroupsPolicyNotSupported"},
+		{name: "strict groups on a node with the feature", pod: pod("a", "", groupsPolicy(corev1.SupplementalGroupsPolicyStrict)), nodeMod: groupsFeature(true)},
+		{name: "merge groups on a node without the feature", pod: pod("a", "", groupsPolicy(corev1.SupplementalGroupsPolicyMerge))},
+		{name: "groups policy before resources", pod: pod("a", "3", groupsPolicy(corev1.SupplementalGroupsPolicyStrict)), wantReason: "SupplementalGroupsPolicyNotSupported"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Admit(tc.pod, node(), tc.running)
+			n := node()
+			if tc.nodeMod != nil {
+				tc.nodeMod(n)
+			}
+			r := Admit(tc.pod, n, tc.running)
 			if tc.wantReason == "" {
 				if !r.Admit {
 					t.Fatalf("rejected: %+v", r)

@@ -3,10 +3,12 @@ package podruntime
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -41,6 +43,9 @@ type ContainerStatus struct {
 	// Resources are the CPU and memory settings the runtime reports for the
 	// container (nil when it reports none).
 	Resources *ContainerResources
+	// User is the identity the runtime gave the container's first process
+	// (nil when it reports none).
+	User *corev1.ContainerUser
 }
 
 // SandboxStatus is what the runtime says about one pod sandbox.
@@ -163,6 +168,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, 
 			Reason:    s.Reason,
 			Message:   s.Message,
 			Init:      c.Labels[LabelContainerType] == containerTypeInit,
+			User:      containerUser(s.User),
 		}
 		if s.Image != nil {
 			cs.Image = s.Image.Image
@@ -212,4 +218,16 @@ func convertState(s runtimeapi.ContainerState) ContainerState {
 	default:
 		return StateUnknown
 	}
+}
+
+// containerUser converts the CRI's container user into the API's, as the
+// kubelet's status conversion does; nil without a Linux user.
+func containerUser(u *runtimeapi.ContainerUser) *corev1.ContainerUser {
+	l := u.GetLinux()
+	if l == nil {
+		return nil
+	}
+	return &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{
+		UID: l.GetUid(), GID: l.GetGid(), SupplementalGroups: slices.Clone(l.GetSupplementalGroups()),
+	}}
 }

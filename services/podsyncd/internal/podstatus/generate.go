@@ -165,6 +165,7 @@ func containerStatuses(in Input, specs []corev1.Container, init bool) []corev1.C
 		if latest != nil {
 			cs.ContainerID = in.ContainerID(latest.ID)
 			cs.ImageID = latest.ImageRef
+			cs.User = latest.User
 			cs.RestartCount = int32(latest.Attempt)
 			setResources(&cs, c, latest, previousStatus(in.Previous, c.Name))
 			switch latest.State {

@@ -582,6 +582,7 @@ func (b *Backend) removeContainer(ctx context.Context, id string) error {
 	if err := b.removeDocker(ctx, id); err != nil {
 		return toStatus(err, "remove container %s", id)
 	}
+	b.users.Delete(id)
 	return nil
 }
 
@@ -709,6 +710,7 @@ func (b *Backend) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		return nil, err
 	}
 	st := b.containerStatus(ct)
+	st.User = b.containerUser(ct)
 	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 		// Let the log follower drain so callers reading the log after
 		// seeing EXITED find every line.

@@ -82,6 +82,10 @@ type Backend struct {
 	mu   sync.Mutex
 	logs map[string]*follower // container ID -> CRI log follower
 
+	// users are the containers' users as read while they ran, by
+	// container ID, until removed (user.go).
+	users sync.Map
+
 	statsOnce  sync.Once
 	statsState *statsState // samples and layer sizes shared by the stats calls
 

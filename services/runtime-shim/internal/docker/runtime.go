@@ -48,6 +48,11 @@ func (b *Backend) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 	}}}
 	if ready {
 		resp.RuntimeHandlers = b.runtimeHandlers(ctx)
+		// Docker always merges the groups of the image's /etc/group into
+		// a container's, so SupplementalGroupsPolicy Strict cannot be
+		// kept (groupAdd refuses it); the node says so and the agent
+		// refuses such pods at admission, as the kubelet does.
+		resp.Features = &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: false}
 	}
 	if req.Verbose {
 		resp.Info = map[string]string{"shim": version.Version, "instance": b.opts.Instance}
