@@ -7,8 +7,11 @@
 // Service's ready endpoints, read from EndpointSlices through an informer.
 //
 // Addresses are stable: a Service keeps its address for as long as it
-// exists; after a restart it gets back the address its status shows when
-// that one is free; spec.loadBalancerIP is honoured when it is in the pool.
+// exists; after a restart (or on a new leader) it gets back the address its
+// status shows when that one is free, and a fresh address is never one
+// another Service's status shows, so the order in which a new leader
+// ensures them does not matter; spec.loadBalancerIP is honoured when it is
+// in the pool.
 // Backends are chosen round-robin per listener among the ready endpoints of
 // the matching port, at each new TCP connection or UDP client; a UDP client
 // (its source address) keeps its backend until it has sent nothing for

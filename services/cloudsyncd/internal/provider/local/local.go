@@ -12,10 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
@@ -32,8 +34,13 @@ type Provider struct {
 
 	factory informers.SharedInformerFactory
 	slices  discoverylisters.EndpointSliceLister
-	synced  cache.InformerSynced
-	stop    chan struct{}
+	// services are every Service, so a fresh address is never one another
+	// Service still shows in its status (given by a previous leader, and
+	// not yet claimed again by this one).
+	svcFactory informers.SharedInformerFactory
+	services   corelisters.ServiceLister
+	synced     cache.InformerSynced
+	stop       chan struct{}
 
 	routes *Routes
 
@@ -81,19 +88,26 @@ func New(s Settings, cs kubernetes.Interface, log *slog.Logger) (*Provider, erro
 		o.LabelSelector = discoveryv1.LabelServiceName
 	}))
 	inf := f.Discovery().V1().EndpointSlices()
+	sf := informers.NewSharedInformerFactory(cs, 0)
+	svcInf := sf.Core().V1().Services()
 	p := &Provider{
-		pool:     pl,
-		udpIdle:  idle,
-		log:      log,
-		factory:  f,
-		slices:   inf.Lister(),
-		synced:   inf.Informer().HasSynced,
+		pool:       pl,
+		udpIdle:    idle,
+		log:        log,
+		factory:    f,
+		slices:     inf.Lister(),
+		svcFactory: sf,
+		services:   svcInf.Lister(),
+		synced: func() bool {
+			return inf.Informer().HasSynced() && svcInf.Informer().HasSynced()
+		},
 		stop:     make(chan struct{}),
 		byUID:    map[types.UID]*balancer{},
 		addrUser: map[netip.Addr]types.UID{},
 		routes:   routes,
 	}
 	f.Start(p.stop)
+	sf.Start(p.stop)
 	return p, nil
 }
 
@@ -113,6 +127,7 @@ func (p *Provider) Close() error {
 	}
 	close(p.stop)
 	p.factory.Shutdown()
+	p.svcFactory.Shutdown()
 	p.routes.Close()
 	return nil
 }
@@ -168,7 +183,7 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, _ string, svc *corev1
 		return nil, err
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), p.synced) {
-		return nil, fmt.Errorf("%s/%s: EndpointSlices not synced yet: %w", svc.Namespace, svc.Name, ctx.Err())
+		return nil, fmt.Errorf("%s/%s: EndpointSlices and Services not synced yet: %w", svc.Namespace, svc.Name, ctx.Err())
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -228,12 +243,16 @@ func (p *Provider) release(b *balancer) {
 
 // pickAddr chooses svc's address: spec.loadBalancerIP when set (it must be
 // in the pool and not another Service's), else the one it has, else the one
-// its status shows when free, else the first free one. p.mu is held.
+// its status shows when free, else the first free one that no other Service
+// shows in its status (a new leader, or a restarted cloudsyncd, then gives
+// each Service back its address whatever order it ensures them in). p.mu
+// is held.
 func (p *Provider) pickAddr(svc *corev1.Service) (netip.Addr, error) {
 	free := func(a netip.Addr) bool {
 		u, used := p.addrUser[a]
 		return !used || u == svc.UID
 	}
+	shown := p.shownByOthers(svc.UID)
 	if s := svc.Spec.LoadBalancerIP; s != "" { //nolint:staticcheck // deprecated in the API, still the way to ask for an address
 		a, err := netip.ParseAddr(s)
 		if err != nil {
@@ -257,7 +276,7 @@ func (p *Provider) pickAddr(svc *corev1.Service) (netip.Addr, error) {
 	}
 	var got netip.Addr
 	p.pool.each(func(a netip.Addr) bool {
-		if free(a) {
+		if free(a) && !shown[a] {
 			got = a
 			return false
 		}
@@ -267,6 +286,27 @@ func (p *Provider) pickAddr(svc *corev1.Service) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("local_lb_pool %v: no free address left", p.pool.prefixes)
 	}
 	return got, nil
+}
+
+// shownByOthers is the set of addresses other Services (not uid) show in
+// their load balancer status.
+func (p *Provider) shownByOthers(uid types.UID) map[netip.Addr]bool {
+	svcs, err := p.services.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	out := map[netip.Addr]bool{}
+	for _, s := range svcs {
+		if s.UID == uid {
+			continue
+		}
+		for _, ing := range s.Status.LoadBalancer.Ingress {
+			if a, err := netip.ParseAddr(ing.IP); err == nil {
+				out[a] = true
+			}
+		}
+	}
+	return out
 }
 
 // wantedPorts lists the listeners svc needs.

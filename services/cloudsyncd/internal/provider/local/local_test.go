@@ -404,3 +404,67 @@ func TestLocalUDPSessions(t *testing.T) {
 		t.Fatalf("after the idle timeout the new session went to %s again, want the next backend", got)
 	}
 }
+
+// TestLocalAddressesSurviveLeaderChange: a new provider (a new leader, or a
+// restarted cloudsyncd) gives each Service back the address its status
+// shows, whatever order it ensures them in: a Service created meanwhile,
+// ensured first, does not take an address another Service still shows.
+func TestLocalAddressesSurviveLeaderChange(t *testing.T) {
+	cp := controlplane.Get(t)
+	cs := kubernetes.NewForConfigOrDie(cp.AdminConfig())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ns := "local-lb-leader"
+	if err := cp.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	create := func(name string) *corev1.Service {
+		svc, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+				Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 18070}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc
+	}
+	// A pool of its own: TestLocalLoadBalancer's Services show addresses
+	// of testPool.
+	pool := fmt.Sprintf("127.%d.%d.0/24", 100+os.Getpid()%100, (os.Getpid()/100+1)%250)
+	ensure := func(p *Provider, svc *corev1.Service) string {
+		t.Helper()
+		st, err := p.EnsureLoadBalancer(ctx, "kubernetes", svc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Ingress[0].IP
+	}
+
+	old, err := New(Settings{Pool: []string{pool}}, cs, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := create("first")
+	addr := ensure(old, first)
+	first.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addr}}
+	if first, err = cs.CoreV1().Services(ns).UpdateStatus(ctx, first, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	second := create("second")
+	p, err := New(Settings{Pool: []string{pool}}, cs, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if got := ensure(p, second); got == addr {
+		t.Errorf("the new Service got %s, which %s/first still shows", got, ns)
+	}
+	if got := ensure(p, first); got != addr {
+		t.Errorf("%s/first got %s after the change of provider, want its %s back", ns, got, addr)
+	}
+}
