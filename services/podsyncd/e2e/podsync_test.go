@@ -109,30 +109,43 @@ func TestPodSync(t *testing.T) {
 			t.Fatalf("mirror hash %s after the rewrite, want %s", got, hash)
 		}
 
-		// The manifest changed: while the old pod still runs, its mirror
-		// pod stays and shows it; once it stopped, the new pod's replaces it.
+		// The manifest changed: the new pod (a new UID, the same name)
+		// starts only once the old one has stopped, as the kubelet's pod
+		// workers serialize static pods of one full name, so a
+		// host-network static pod never meets its predecessor on its
+		// ports. While the old pod runs its grace period out (it ignores
+		// SIGTERM), its mirror pod stays and shows it and nothing of the
+		// new pod runs; then the new pod's mirror pod replaces it.
 		write("trap 'exit 0' TERM; echo new; while true; do sleep 1; done")
 		var newHash string
-		s.Eventually("the new static pod running beside the old one", 2*time.Minute, func() (bool, string) {
-			if s.dockerRunning(hash) != 1 {
-				t.Fatal("the old static pod stopped before the new one ran: its grace period is too short for this machine")
-			}
-			pods, err := s.admin.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			if pods.UID != second.UID || pods.Annotations["kubernetes.io/config.mirror"] != hash || pods.Status.Phase != corev1.PodRunning {
-				t.Fatalf("the old pod's mirror pod replaced while it runs: uid %s (was %s), hash %s, phase %s",
-					pods.UID, second.UID, pods.Annotations["kubernetes.io/config.mirror"], pods.Status.Phase)
-			}
+		oldSeen := 0 // looks that saw the old pod still running
+		s.Eventually("the old static pod stopped, then the new one running", 2*time.Minute, func() (bool, string) {
+			oldRunning := s.dockerRunning(hash) > 0
 			for _, u := range s.runningPodUIDs() {
-				if u != hash && s.dockerRunning(u) == 1 {
+				if u != hash && s.dockerRunning(u) > 0 {
+					if oldRunning {
+						t.Fatalf("the new static pod %s runs beside the old one %s", u, hash)
+					}
 					newHash = u
 					return true, ""
 				}
 			}
-			return false, "new pod not running yet"
+			if oldRunning {
+				oldSeen++
+				pods, err := s.admin.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				if pods.UID != second.UID || pods.Annotations["kubernetes.io/config.mirror"] != hash {
+					t.Fatalf("the old pod's mirror pod replaced while it runs: uid %s (was %s), hash %s",
+						pods.UID, second.UID, pods.Annotations["kubernetes.io/config.mirror"])
+				}
+			}
+			return false, fmt.Sprintf("old pod running: %v; new pod not running yet", oldRunning)
 		})
+		if oldSeen == 0 {
+			t.Fatal("the old static pod had stopped before the first look: its grace period is too short for this machine to see the new pod wait")
+		}
 		s.WaitPod("default", name, "the new pod's mirror pod, Running", func(p *corev1.Pod) bool {
 			return p.Annotations["kubernetes.io/config.mirror"] == newHash && running(p)
 		})

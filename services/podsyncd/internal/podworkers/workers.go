@@ -103,6 +103,11 @@ type Workers struct {
 
 	mu      sync.Mutex
 	workers map[types.UID]*worker
+	// Static pods of one full name (name_namespace) start one at a time,
+	// in the order they came (statics.go): started is the one allowed to
+	// run until its worker has cleaned it up, waiting the ones in line.
+	started map[string]types.UID
+	waiting map[string][]types.UID
 	wg      sync.WaitGroup
 	metrics *kubeletmetrics.Metrics
 }
@@ -117,7 +122,8 @@ func WithMetrics(m *kubeletmetrics.Metrics) Option { return func(w *Workers) { w
 
 // New returns workers that resync every pod at least every resync.
 func New(ctx context.Context, h Handler, log *slog.Logger, resync time.Duration, opts ...Option) *Workers {
-	w := &Workers{ctx: ctx, h: h, log: log, resync: resync, workers: map[types.UID]*worker{}}
+	w := &Workers{ctx: ctx, h: h, log: log, resync: resync, workers: map[types.UID]*worker{},
+		started: map[string]types.UID{}, waiting: map[string][]types.UID{}}
 	for _, o := range opts {
 		o(w)
 	}
@@ -242,6 +248,7 @@ func (w *Workers) update(pod *corev1.Pod, kill, remove bool, grace *int64) {
 		if !kill {
 			op = kubeletmetrics.OpCreate
 		}
+		w.queueStaticLocked(pod)
 		wk.request(op, time.Now())
 		go w.run(pod.UID, wk)
 	} else {
@@ -310,6 +317,12 @@ func (w *Workers) step(uid types.UID, wk *worker) bool {
 				w.setState(wk, Terminating, "")
 				continue
 			}
+			if !w.allowStart(pod) {
+				// Another static pod of this name runs or is ahead in
+				// line; the worker is poked when that one is done.
+				w.setErr(wk, errWaitingForStaticPod)
+				return false
+			}
 			terminal, requeue, err := w.h.SyncPod(ctx, pod)
 			done()
 			w.setErr(wk, err)
@@ -356,8 +369,10 @@ func (w *Workers) step(uid types.UID, wk *worker) bool {
 			w.setErr(wk, nil)
 			done()
 			w.metrics.PodWorkerDone(kubeletmetrics.OpTerminated, time.Since(began))
+			w.releaseStatic(pod)
 			if restart {
 				w.restarted(wk)
+				w.queueStatic(pod)
 				continue
 			}
 			// A restart asked for while the pod was being removed comes
