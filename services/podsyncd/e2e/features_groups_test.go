@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/microlet/microlet/services/podsyncd/internal/admission"
@@ -25,12 +24,7 @@ import (
 // (status.containerStatuses[].user), which is what `id` inside says.
 func TestSupplementalGroupsPolicy(t *testing.T) {
 	s := startStack(t)
-	ctx, rt, done := s.runtimeClient(time.Minute)
-	st, err := rt.Status(ctx, &runtimeapi.StatusRequest{})
-	done()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := s.runtimeStatus()
 	if st.Features == nil {
 		t.Fatal("the runtime's Status has no features")
 	}

@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -31,12 +30,7 @@ func TestRecursiveReadOnlyMounts(t *testing.T) {
 	dataDir := filepath.Join(filepath.Dir(s.runDir), "data")
 	t.Cleanup(func() { unmountUnder(dataDir) })
 
-	ctx, rt, done := s.runtimeClient(time.Minute)
-	st, err := rt.Status(ctx, &runtimeapi.StatusRequest{})
-	done()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := s.runtimeStatus()
 	var supported *bool
 	for _, h := range st.RuntimeHandlers {
 		if h.Name == "" {

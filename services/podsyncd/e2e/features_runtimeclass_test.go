@@ -27,12 +27,7 @@ import (
 // waiting with the event until the RuntimeClass is created, then it runs.
 func TestRuntimeClass(t *testing.T) {
 	s := startStack(t)
-	ctx, rt, done := s.runtimeClient(time.Minute)
-	st, err := rt.Status(ctx, &runtimeapi.StatusRequest{})
-	done()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := s.runtimeStatus()
 	var named []string
 	for _, h := range st.RuntimeHandlers {
 		if h.Name != "" {

@@ -66,6 +66,19 @@ func (s *stack) runtimeClient(timeout time.Duration) (ctx context.Context, rt ru
 	return ctx, runtimeapi.NewRuntimeServiceClient(cc), func() { cancel(); _ = cc.Close() }
 }
 
+// runtimeStatus is the runtime's CRI Status, asked through the stack's
+// socket.
+func (s *stack) runtimeStatus() *runtimeapi.StatusResponse {
+	s.t.Helper()
+	ctx, rt, done := s.runtimeClient(time.Minute)
+	defer done()
+	st, err := rt.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		s.t.Fatalf("CRI Status: %v", err)
+	}
+	return st
+}
+
 // dockerRunning counts the running containers of a pod UID, asked through
 // the stack's CRI socket.
 func (s *stack) dockerRunning(uid string) int {
