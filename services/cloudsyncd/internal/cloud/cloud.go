@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	cloudprovider "k8s.io/cloud-provider"
 
@@ -195,5 +196,11 @@ func (l *localCloud) Routes() (cloudprovider.Routes, bool) { return l.p.Routes()
 
 // Close implements Cloud.
 func (l *localCloud) Close() error { return l.p.Close() }
+
+var _ cloudprovider.InformerUser = (*localCloud)(nil)
+
+// SetInformers implements cloudprovider.InformerUser: the provider reads
+// Services from the controllers' shared informers.
+func (l *localCloud) SetInformers(f informers.SharedInformerFactory) { l.p.SetInformers(f) }
 
 var errNoNode = fmt.Errorf("node is nil")

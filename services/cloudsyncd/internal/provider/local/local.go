@@ -34,13 +34,8 @@ type Provider struct {
 
 	factory informers.SharedInformerFactory
 	slices  discoverylisters.EndpointSliceLister
-	// services are every Service, so a fresh address is never one another
-	// Service still shows in its status (given by a previous leader, and
-	// not yet claimed again by this one).
-	svcFactory informers.SharedInformerFactory
-	services   corelisters.ServiceLister
-	synced     cache.InformerSynced
-	stop       chan struct{}
+	synced  cache.InformerSynced
+	stop    chan struct{}
 
 	routes *Routes
 
@@ -48,11 +43,18 @@ type Provider struct {
 	closed   bool
 	byUID    map[types.UID]*balancer
 	addrUser map[netip.Addr]types.UID
+	// services are every Service, from the controllers' shared informers
+	// (SetInformers), so a fresh address is never one another Service
+	// still shows in its status (given by a previous leader, and not yet
+	// claimed again by this one); nil until set.
+	services       corelisters.ServiceLister
+	servicesSynced cache.InformerSynced
 }
 
 var (
 	_ cloudprovider.LoadBalancer = (*Provider)(nil)
 	_ cloudprovider.InstancesV2  = (*Provider)(nil)
+	_ cloudprovider.InformerUser = (*Provider)(nil)
 )
 
 // Routes is the provider's cloudprovider.Routes: kernel routes of this host.
@@ -88,26 +90,19 @@ func New(s Settings, cs kubernetes.Interface, log *slog.Logger) (*Provider, erro
 		o.LabelSelector = discoveryv1.LabelServiceName
 	}))
 	inf := f.Discovery().V1().EndpointSlices()
-	sf := informers.NewSharedInformerFactory(cs, 0)
-	svcInf := sf.Core().V1().Services()
 	p := &Provider{
-		pool:       pl,
-		udpIdle:    idle,
-		log:        log,
-		factory:    f,
-		slices:     inf.Lister(),
-		svcFactory: sf,
-		services:   svcInf.Lister(),
-		synced: func() bool {
-			return inf.Informer().HasSynced() && svcInf.Informer().HasSynced()
-		},
+		pool:     pl,
+		udpIdle:  idle,
+		log:      log,
+		factory:  f,
+		slices:   inf.Lister(),
+		synced:   inf.Informer().HasSynced,
 		stop:     make(chan struct{}),
 		byUID:    map[types.UID]*balancer{},
 		addrUser: map[netip.Addr]types.UID{},
 		routes:   routes,
 	}
 	f.Start(p.stop)
-	sf.Start(p.stop)
 	return p, nil
 }
 
@@ -127,7 +122,6 @@ func (p *Provider) Close() error {
 	}
 	close(p.stop)
 	p.factory.Shutdown()
-	p.svcFactory.Shutdown()
 	p.routes.Close()
 	return nil
 }
@@ -182,7 +176,13 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, _ string, svc *corev1
 	if err != nil {
 		return nil, err
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), p.synced) {
+	synced := []cache.InformerSynced{p.synced}
+	p.mu.Lock()
+	if p.servicesSynced != nil {
+		synced = append(synced, p.servicesSynced)
+	}
+	p.mu.Unlock()
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil, fmt.Errorf("%s/%s: EndpointSlices and Services not synced yet: %w", svc.Namespace, svc.Name, ctx.Err())
 	}
 	p.mu.Lock()
@@ -288,9 +288,24 @@ func (p *Provider) pickAddr(svc *corev1.Service) (netip.Addr, error) {
 	return got, nil
 }
 
+// SetInformers implements cloudprovider.InformerUser: the Services come
+// from the controllers' shared informer factory, which the service
+// controller watches anyway, so the provider opens no watch of its own.
+// The factory is started by its owner after this call; a new leadership
+// term brings a new factory.
+func (p *Provider) SetInformers(f informers.SharedInformerFactory) {
+	inf := f.Core().V1().Services()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.services, p.servicesSynced = inf.Lister(), inf.Informer().HasSynced
+}
+
 // shownByOthers is the set of addresses other Services (not uid) show in
-// their load balancer status.
+// their load balancer status; none before SetInformers. p.mu is held.
 func (p *Provider) shownByOthers(uid types.UID) map[netip.Addr]bool {
+	if p.services == nil {
+		return nil
+	}
 	svcs, err := p.services.List(labels.Everything())
 	if err != nil {
 		return nil

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
@@ -461,6 +462,13 @@ func TestLocalAddressesSurviveLeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
+	// The Services come from the controllers' shared informers, as in
+	// cloudsyncd, which starts the factory after SetInformers.
+	f := informers.NewSharedInformerFactory(cs, 0)
+	p.SetInformers(f)
+	stop := make(chan struct{})
+	f.Start(stop)
+	defer func() { close(stop); f.Shutdown() }()
 	if got := ensure(p, second); got == addr {
 		t.Errorf("the new Service got %s, which %s/first still shows", got, ns)
 	}
