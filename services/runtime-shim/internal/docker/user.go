@@ -19,8 +19,8 @@ import (
 // status.containerStatuses[].user): the identity its first process got
 // from the runtime, with the groups Docker merged in from the image's
 // /etc/group. Docker does not report it, so the shim reads it from
-// /proc/<pid>/status while the container runs and keeps it until the
-// container is removed, so an exited container still reports the identity
+// /proc/<pid>/status the first time it is asked while the container runs
+// and keeps it until the container is removed, so an exited container still reports the identity
 // it ran with (for the life of the shim process; after a shim restart, an
 // exited container it never saw running reports none).
 //
@@ -28,17 +28,19 @@ import (
 // supplementary groups in the kernel's (ascending) order without it, as
 // containerd reports them (`id -G`'s order).
 
-// containerUser returns the user of ct, read now if it runs, else the one
-// kept from when it ran; nil when unknown.
+// containerUser returns the user of ct: the one kept since it was first
+// read, else read now if the container runs (the identity its process
+// started with, so /proc is read once per container, not at every status
+// call); nil when unknown.
 func (b *Backend) containerUser(ct container.InspectResponse) *runtimeapi.ContainerUser {
+	if u, ok := b.users.Load(ct.ID); ok {
+		return proto.CloneOf(u.(*runtimeapi.ContainerUser))
+	}
 	if s := ct.State; s != nil && s.Running && s.Pid > 0 {
 		if u, err := readProcUser(procRoot, s.Pid); err == nil {
 			b.users.Store(ct.ID, u)
 			return proto.CloneOf(u)
 		}
-	}
-	if u, ok := b.users.Load(ct.ID); ok {
-		return proto.CloneOf(u.(*runtimeapi.ContainerUser))
 	}
 	return nil
 }
