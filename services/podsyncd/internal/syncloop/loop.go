@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,6 +32,7 @@ import (
 	"github.com/microlet/microlet/services/podsyncd/internal/podstatus"
 	"github.com/microlet/microlet/services/podsyncd/internal/podworkers"
 	"github.com/microlet/microlet/services/podsyncd/internal/prober"
+	"github.com/microlet/microlet/services/podsyncd/internal/statusreport"
 )
 
 // Options tune the loop; zero values take the kubelet's defaults (Default,
@@ -114,7 +113,9 @@ type Loop struct {
 
 	gcMetrics *gcMetrics
 	failures  *failures
-	refusals  *refusals
+	// reports hands statusd the statuses and reclaim reports, resending
+	// what it could not take.
+	reports *statusreport.Reporter
 
 	// allocMu serialises admission decisions (new pods and resizes).
 	allocMu sync.Mutex
@@ -151,8 +152,11 @@ func New(log *slog.Logger, rm *podruntime.Manager, rt criapi.RuntimeService, pod
 		pods:      newPodStates(),
 		gcMetrics: newGCMetrics(opts.Registerer),
 		failures:  newFailures(log, opts.Registerer),
-		refusals:  newRefusals(log, opts.Registerer),
 	}
+	l.reports = statusreport.New(status, log, opts.Registerer, statusreport.WithClock(opts.Clock),
+		statusreport.WithResult(func(ctx context.Context, pod *corev1.Pod, err error) {
+			l.failures.observe(ctx, stepStatusReport, string(pod.UID), err, "pod", pod.Namespace+"/"+pod.Name)
+		}))
 	// Everything the handlers (ListPodWorkers) and the other managers
 	// reach is built here, before Run starts a goroutine.
 	workersCtx, stopWorkers := context.WithCancel(context.Background())
@@ -189,7 +193,8 @@ func (l *Loop) Run(ctx context.Context) {
 	defer context.AfterFunc(ctx, l.stopWorkers)()
 	defer l.probes.Stop()
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(5)
+	go func() { defer wg.Done(); l.reports.Run(ctx) }()
 	go func() { defer wg.Done(); l.store.Run(ctx) }()
 	go func() { defer wg.Done(); l.relister.Run(ctx) }()
 	go func() { defer wg.Done(); l.housekeeping(ctx) }()
@@ -511,8 +516,8 @@ func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bo
 			l.log.Warn("could not remove the pod's dir", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 		}
 		l.opts.Startup.Forget(pod.UID)
+		l.reports.Forget(pod.UID)
 		l.failures.forget(stepStatusReport, string(pod.UID))
-		l.refusals.forget(pod.UID)
 		l.pods.cleanedUp(pod.UID)
 		l.retryDeferredResizes(pod.UID)
 		if a := l.opts.Allocation; a != nil {
@@ -539,10 +544,10 @@ func (l *Loop) generate(ctx context.Context, pod *corev1.Pod, st *podruntime.Pod
 
 func (l *Loop) lastStatus(uid types.UID) *corev1.PodStatus { return l.pods.get(uid).last }
 
-// report sends a status to statusd; a failure is said once per pod until
-// a report of it succeeds again (failures), and the next sync resends. A
-// status statusd refused as invalid is not resent until it changes
-// (refusals).
+// report hands statusd a pod's status (statusreport resends it until
+// statusd takes it, and holds back one statusd refused as invalid until it
+// changes); a failure is said once per pod until a report of it succeeds
+// again (failures).
 func (l *Loop) report(ctx context.Context, pod *corev1.Pod, st *corev1.PodStatus) {
 	l.pods.reported(pod.UID, st)
 	if l.opts.Startup != nil {
@@ -550,41 +555,12 @@ func (l *Loop) report(ctx context.Context, pod *corev1.Pod, st *corev1.PodStatus
 		reported.Status = *st
 		l.opts.Startup.StatusUpdated(&reported)
 	}
-	if l.status == nil {
-		return
-	}
-	if err := l.sendStatus(ctx, pod, st); !errors.Is(err, errStatusHeld) {
-		l.failures.observe(ctx, stepStatusReport, string(pod.UID), err, "pod", pod.Namespace+"/"+pod.Name)
-	}
+	l.reports.Status(ctx, pod, st)
 }
 
-// sendStatus hands pod's status to statusd.
-func (l *Loop) sendStatus(ctx context.Context, pod *corev1.Pod, st *corev1.PodStatus) error {
-	pb, err := pod.Marshal()
-	if err != nil {
-		return fmt.Errorf("encoding the pod: %w", err)
-	}
-	sb, err := st.Marshal()
-	if err != nil {
-		return fmt.Errorf("encoding the status: %w", err)
-	}
-	return l.refusals.send(ctx, l.status, pod, pb, sb)
-}
-
-func (l *Loop) reclaimed(ctx context.Context, pod *corev1.Pod) {
-	if l.status == nil {
-		return
-	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, err := l.status.ReportPodResourcesReclaimed(cctx, &statusdv1.ReportPodResourcesReclaimedRequest{PodUid: string(pod.UID)})
-	switch {
-	case status.Code(err) == codes.NotFound:
-		// statusd already finished with the pod (a repeated report).
-	case err != nil:
-		l.log.Warn("could not report resources reclaimed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
-	}
-}
+// reclaimed tells statusd the pod's resources are released (resent until
+// statusd takes it, after any status of the pod it has not taken).
+func (l *Loop) reclaimed(ctx context.Context, pod *corev1.Pod) { l.reports.Reclaimed(ctx, pod) }
 
 // --- housekeeping ---
 

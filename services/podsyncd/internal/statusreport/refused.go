@@ -1,4 +1,4 @@
-package syncloop
+package statusreport
 
 import (
 	"context"
@@ -80,7 +80,7 @@ func (r *refusals) send(ctx context.Context, c statusdv1.StatusServiceClient, po
 			"pod", pod.Namespace+"/"+pod.Name, "uid", pod.UID, "statusBytes", len(sb), "err", status.Convert(err).Message())
 		return errStatusHeld
 	case err != nil:
-		return fmt.Errorf("statusd did not take it; the next sync resends: %w", err)
+		return fmt.Errorf("statusd did not take it; it is resent until it does: %w", err)
 	}
 	if refusedBefore {
 		r.forget(pod.UID)
