@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
@@ -54,7 +55,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 // relies on: a Deployment spread over both workers; from a pod on one, the
 // Service by its DNS name and the other's pod by IP; kubectl logs and exec
 // on each; kubectl top nodes; kubectl drain moving a pod over through the
-// eviction API; and Down leaving no container, network, volume or mount.
+// eviction API; containerd killed under the pods and started again by the
+// node, with the pods kept and a new one started; and Down leaving no container, network, volume or mount.
 func TestTwoWorkerCluster(t *testing.T) {
 	testenv.RequireRoot(t, "the cluster's node containers")
 	if _, err := exec.LookPath("docker"); err != nil {
@@ -149,9 +151,11 @@ func TestTwoWorkerCluster(t *testing.T) {
 	if err != nil || !strings.Contains(out, "pod/"+podB.Name+" evicted") {
 		t.Errorf("kubectl drain %s: %v\n%s", b, err, out)
 	}
-	waitWebPods(ctx, t, cs, ns, func(byNode map[string][]corev1.Pod) bool {
+	onA := waitWebPods(ctx, t, cs, ns, func(byNode map[string][]corev1.Pod) bool {
 		return len(byNode[a]) == 2 && len(byNode[b]) == 0
-	})
+	})[a]
+
+	restartContainerd(ctx, t, cl, cs, ns, a, onA)
 
 	if err := Down(ctx, cl.Config); err != nil {
 		t.Fatal(err)
@@ -261,4 +265,63 @@ func keys(m map[string]bool) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// restartContainerd kills containerd on node (SIGKILL: the node's
+// watchdog starts it again) under the Ready web pods running there, then
+// checks what a user relies on after a runtime restart: the pods keep
+// their containers and restart counts and stay Ready, exec into them
+// works, a new pod starts on the node, and the Node is Ready.
+func restartContainerd(ctx context.Context, t *testing.T, cl *Cluster, cs kubernetes.Interface, ns, node string, pods []corev1.Pod) {
+	t.Helper()
+	// The daemon's comm is "containerd"; its shims' are "containerd-shim",
+	// and they, with the containers, outlive it.
+	const kill = `for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = containerd ] && kill -9 "${p#/proc/}" && echo "${p#/proc/}"; done`
+	pid, err := docker(ctx, "exec", node, "bash", "-c", kill)
+	if err != nil || strings.TrimSpace(pid) == "" {
+		t.Fatalf("killing containerd on %s: %q %v", node, pid, err)
+	}
+	t.Logf("containerd (pid %s) killed on %s", strings.TrimSpace(pid), node)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := docker(ctx, "exec", node, "ctr", "version"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("containerd on %s did not come back within 2m", node)
+		}
+		time.Sleep(time.Second)
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	after := waitWebPods(ctx, t, cs, ns, func(byNode map[string][]corev1.Pod) bool { return len(byNode[node]) == 3 })[node]
+	now := map[string]corev1.Pod{}
+	for _, p := range after {
+		now[p.Name] = p
+	}
+	for _, p := range pods {
+		q, ok := now[p.Name]
+		if !ok {
+			t.Errorf("pod %s is no longer Ready on %s after the containerd restart", p.Name, node)
+			continue
+		}
+		was, is := p.Status.ContainerStatuses[0], q.Status.ContainerStatuses[0]
+		if was.ContainerID != is.ContainerID || was.RestartCount != is.RestartCount {
+			t.Errorf("pod %s: container %s (restarts %d) became %s (restarts %d) over the containerd restart",
+				p.Name, was.ContainerID, was.RestartCount, is.ContainerID, is.RestartCount)
+		}
+		if out, err := cl.Kubectl(ctx, nil, "exec", "-n", ns, p.Name, "--", "cat", "/www/index.html"); err != nil || strings.TrimSpace(out) != p.Name {
+			t.Errorf("kubectl exec %s after the containerd restart: %q, %v", p.Name, out, err)
+		}
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			t.Errorf("node %s is not Ready after the containerd restart: %s %s", node, c.Reason, c.Message)
+		}
+	}
 }

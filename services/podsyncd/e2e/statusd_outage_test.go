@@ -34,9 +34,9 @@ func TestStatusReachesTheAPIAfterAStatusdOutage(t *testing.T) {
 	const wait = "until [ -e /tmp/end ]; do sleep 0.2; done; exit 3"
 	ends := s.Create(s.Pod("ends-in-outage", corev1.RestartPolicyNever, wait))
 	deleted := s.Create(s.Pod("deleted-in-outage", corev1.RestartPolicyNever, wait))
-	for _, p := range []*corev1.Pod{ends, deleted} {
-		s.WaitPod(p.Namespace, p.Name, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-	}
+	running := func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
+	ends = s.WaitPod(ends.Namespace, ends.Name, "Running", running)
+	deleted = s.WaitPod(deleted.Namespace, deleted.Name, "Running", running)
 
 	pid := s.componentPID(components.Statusd)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {

@@ -265,6 +265,11 @@ func (l *Loop) Delete(pod *corev1.Pod) {
 // Remove kills a pod that left its source.
 func (l *Loop) Remove(pod *corev1.Pod) {
 	l.pods.removed(pod.UID, l.opts.Clock.Now(), podsource.IsStatic(pod))
+	// Only now is no report of the pod needed: a pod podsyncd killed
+	// because it is being deleted stays in the API until statusd, which
+	// may have missed its last status or its reclaim, deletes it.
+	l.reports.Forget(pod.UID)
+	l.failures.forget(stepStatusReport, string(pod.UID))
 	l.workers.Remove(pod)
 }
 
@@ -516,8 +521,6 @@ func (l *Loop) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, remove bo
 			l.log.Warn("could not remove the pod's dir", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 		}
 		l.opts.Startup.Forget(pod.UID)
-		l.reports.Forget(pod.UID)
-		l.failures.forget(stepStatusReport, string(pod.UID))
 		l.pods.cleanedUp(pod.UID)
 		l.retryDeferredResizes(pod.UID)
 		if a := l.opts.Allocation; a != nil {
