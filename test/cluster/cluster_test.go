@@ -276,7 +276,7 @@ func restartContainerd(ctx context.Context, t *testing.T, cl *Cluster, cs kubern
 	t.Helper()
 	// The daemon's comm is "containerd"; its shims' are "containerd-shim",
 	// and they, with the containers, outlive it.
-	const kill = `for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = containerd ] && kill -9 "${p#/proc/}" && echo "${p#/proc/}"; done`
+	const kill = `for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = containerd ] && kill -9 "${p#/proc/}" && echo "${p#/proc/}"; done; true`
 	pid, err := docker(ctx, "exec", node, "bash", "-c", kill)
 	if err != nil || strings.TrimSpace(pid) == "" {
 		t.Fatalf("killing containerd on %s: %q %v", node, pid, err)
