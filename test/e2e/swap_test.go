@@ -21,6 +21,7 @@ import (
 	componenttable "github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
 	"github.com/microlet/microlet/internal/testenv"
+	"github.com/microlet/microlet/internal/testenv/node"
 	cloudsyncv1 "github.com/microlet/microlet/proto/microlet/cloudsync/v1"
 	statusdv1 "github.com/microlet/microlet/proto/microlet/statusd/v1"
 	supervisorv1 "github.com/microlet/microlet/proto/microlet/supervisor/v1"
@@ -69,15 +70,7 @@ const callTimeout = 20 * time.Second
 func components(sup *grpc.ClientConn) (map[string]*supervisorv1.Component, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	resp, err := supervisorv1.NewSupervisorServiceClient(sup).ListComponents(ctx, &supervisorv1.ListComponentsRequest{})
-	if err != nil {
-		return nil, err
-	}
-	m := map[string]*supervisorv1.Component{}
-	for _, c := range resp.GetComponents() {
-		m[c.GetName()] = c
-	}
-	return m, nil
+	return node.Components(ctx, supervisorv1.NewSupervisorServiceClient(sup))
 }
 
 // runningContainer reports whether the runtime behind cri runs a container of

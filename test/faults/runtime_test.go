@@ -42,13 +42,9 @@ func (s *supervisor) components() map[string]*supervisorv1.Component {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	resp, err := s.cli.ListComponents(ctx, &supervisorv1.ListComponentsRequest{})
+	m, err := node.Components(ctx, s.cli)
 	if err != nil {
 		s.t.Fatal(err)
-	}
-	m := map[string]*supervisorv1.Component{}
-	for _, c := range resp.GetComponents() {
-		m[c.GetName()] = c
 	}
 	return m
 }

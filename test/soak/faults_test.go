@@ -55,15 +55,7 @@ func newInjector(n *node.Node, seed uint64, outage time.Duration, logf func(stri
 func (f *injector) components(ctx context.Context) (map[string]*supervisorv1.Component, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := f.sup.ListComponents(cctx, &supervisorv1.ListComponentsRequest{})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]*supervisorv1.Component{}
-	for _, c := range resp.GetComponents() {
-		out[c.GetName()] = c
-	}
-	return out, nil
+	return node.Components(cctx, f.sup)
 }
 
 // run injects faults until ctx ends (the run's fault phase, d long).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/microlet/microlet/internal/components"
 	"github.com/microlet/microlet/internal/grpcclient"
+	"github.com/microlet/microlet/internal/testenv/node"
 	supervisorv1 "github.com/microlet/microlet/proto/microlet/supervisor/v1"
 )
 
@@ -102,17 +103,16 @@ func (s *stack) componentPID(name string) int {
 	s.Eventually(name+" has a process", time.Minute, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		resp, err := supervisorv1.NewSupervisorServiceClient(cc).ListComponents(ctx, &supervisorv1.ListComponentsRequest{})
+		cs, err := node.Components(ctx, supervisorv1.NewSupervisorServiceClient(cc))
 		if err != nil {
 			return false, err.Error()
 		}
-		for _, c := range resp.GetComponents() {
-			if c.GetName() == name {
-				pid = c.GetPid()
-				return pid != 0, name + " is starting"
-			}
+		c, ok := cs[name]
+		if !ok {
+			return false, name + " is not one of the components"
 		}
-		return false, name + " is not one of the components"
+		pid = c.GetPid()
+		return pid != 0, name + " is starting"
 	})
 	return int(pid)
 }
