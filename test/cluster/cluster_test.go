@@ -56,7 +56,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 // Service by its DNS name and the other's pod by IP; kubectl logs and exec
 // on each; kubectl top nodes; kubectl drain moving a pod over through the
 // eviction API; containerd killed under the pods and started again by the
-// node, with the pods kept and a new one started; and Down leaving no container, network, volume or mount.
+// node, with the pods kept and a new one started; and Down leaving no
+// container, network, volume or mount.
 func TestTwoWorkerCluster(t *testing.T) {
 	testenv.RequireRoot(t, "the cluster's node containers")
 	if _, err := exec.LookPath("docker"); err != nil {
@@ -282,16 +283,10 @@ func restartContainerd(ctx context.Context, t *testing.T, cl *Cluster, cs kubern
 		t.Fatalf("killing containerd on %s: %q %v", node, pid, err)
 	}
 	t.Logf("containerd (pid %s) killed on %s", strings.TrimSpace(pid), node)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if _, err := docker(ctx, "exec", node, "ctr", "version"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("containerd on %s did not come back within 2m", node)
-		}
-		time.Sleep(time.Second)
-	}
+	testenv.Eventually(t, "containerd on "+node+" answers again", 2*time.Minute, func() error {
+		_, err := docker(ctx, "exec", node, "ctr", "version")
+		return err
+	})
 	if _, err := cs.AppsV1().Deployments(ns).Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

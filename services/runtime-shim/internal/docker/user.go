@@ -20,9 +20,10 @@ import (
 // from the runtime, with the groups Docker merged in from the image's
 // /etc/group. Docker does not report it, so the shim reads it from
 // /proc/<pid>/status the first time it is asked while the container runs
-// and keeps it until the container is removed, so an exited container still reports the identity
-// it ran with (for the life of the shim process; after a shim restart, an
-// exited container it never saw running reports none).
+// and keeps it until the container is removed, so an exited container
+// still reports the identity it ran with (for the life of the shim
+// process; after a shim restart, an exited container it never saw running
+// reports none).
 //
 // SupplementalGroups lists the primary group first, then the process's
 // supplementary groups in the kernel's (ascending) order without it, as
