@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
@@ -63,7 +62,7 @@ func (r *refusals) send(ctx context.Context, c statusdv1.StatusServiceClient, po
 	if refusedBefore && last == sum {
 		return errStatusHeld
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	_, err := c.SetPodStatus(cctx, &statusdv1.SetPodStatusRequest{Pod: pb, Status: sb})
 	switch {

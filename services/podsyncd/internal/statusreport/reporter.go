@@ -201,12 +201,8 @@ func (r *Reporter) resendAll(ctx context.Context) bool {
 	r.mu.Unlock()
 	ok := true
 	for _, uid := range uids {
-		r.mu.Lock()
-		_, present := r.pods[uid]
-		r.mu.Unlock()
-		if !present {
-			continue // forgotten meanwhile
-		}
+		// A pod forgotten meanwhile has nothing waiting: deliver sends
+		// nothing and drops the entry acquire made again.
 		if !r.deliver(ctx, r.acquire(uid)) {
 			ok = false
 		}
