@@ -12,5 +12,7 @@
 // Config names everything Start derives from the test, ConnectedArgs are
 // the flags every connected node gets, and WaitReady and WaitKubeletPort
 // wait with a context. Start adds shorter podsyncd back-offs and resyncs
-// for tests; Launch leaves microlet's defaults.
+// for tests; Launch leaves microlet's defaults. Components lists the
+// node's services as its supervisor sees them (process IDs, restarts),
+// for tests that kill or watch one.
 package node
